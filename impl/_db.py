@@ -1,0 +1,77 @@
+"""The one way into SQLite for the implementation.
+
+Every store opens its file through :func:`connect` (WAL, ``synchronous=FULL``,
+foreign keys on, a bounded busy timeout) and writes through :func:`write`,
+which starts with ``BEGIN IMMEDIATE``: the write lock is taken *before* the
+transaction reads the rows its decision depends on, so two writers can never
+both read the old state and both act on it. A lock held past the busy timeout
+surfaces as :class:`Busy`; the write is never retried silently.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ._errors import Busy
+
+DEFAULT_BUSY_TIMEOUT = 5.0
+
+
+def connect(path: str | Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> sqlite3.Connection:
+    """Open ``path`` in autocommit mode with the protocol's durability settings."""
+    conn = sqlite3.connect(str(path), timeout=busy_timeout, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+@contextmanager
+def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; roll back on any error, ``Busy`` on lock timeout."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if _is_busy(exc):
+            raise Busy(f"database is locked past the busy timeout ({exc}); nothing was written, "
+                       "retry the same call") from exc
+        raise
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        conn.execute("ROLLBACK")
+        if _is_busy(exc):
+            raise Busy(f"commit blocked past the busy timeout ({exc}); nothing was written") from exc
+        raise
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def apply_schema(conn: sqlite3.Connection, schema: str, version: int, name: str) -> None:
+    """Create the schema once and record its version; refuse a file of another version."""
+    with write(conn):
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        row = conn.execute("SELECT version FROM schema_version WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            for statement in _statements(schema):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (name, version) VALUES (?, ?)", (name, version))
+        elif row["version"] != version:
+            raise RuntimeError(f"{name} schema version {row['version']} in this file, this code needs "
+                               f"{version}; use a fresh file or migrate it")
+
+
+def _statements(schema: str) -> list[str]:
+    return [s.strip() for s in schema.split(";") if s.strip()]

@@ -1,0 +1,364 @@
+"""The declaration vocabulary: a protocol machine as data, validated when built.
+
+A :class:`Protocol` is the single source of truth for one machine: its states,
+its variables with finite domains, its transitions (trigger, sources,
+destination, guards, effect, actor, parameters, rule IDs) and its properties.
+Every other view (the ``transitions`` oracle, the protocol graph, the
+diagrams, the spec, the explorer) reads this table and nothing else, so a
+behaviour that is not in the table does not exist.
+
+A *configuration* of a machine is a :class:`Config`: the control state plus
+one value per variable, in declaration order. Guards and effects see the
+variables as a read-only mapping and the transition's parameters as another;
+an effect returns only the variables it changes.
+
+Everything is checked when the declaration is made (see ``_validate``) and a
+broken declaration raises :class:`DeclarationError` naming the problem.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from ._rules import RULES
+
+Value: TypeAlias = Any  # a hashable value from a variable's or a parameter's finite domain
+Vars: TypeAlias = Mapping[str, Value]
+Params: TypeAlias = Mapping[str, Value]
+NO_PARAMS: Params = MappingProxyType({})
+
+
+class ModelError(Exception):
+    """Root of the model's errors."""
+
+
+class DeclarationError(ModelError, ValueError):
+    """A protocol declaration is broken; the message names the part and the fix."""
+
+
+class IllegalTransition(ModelError, ValueError):
+    """A trigger the machine does not allow in its current configuration; nothing changed."""
+
+    def __init__(self, message: str, *, trigger: str, state: str,
+                 failed_guards: tuple[Guard, ...] = (), enabled: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.trigger = trigger
+        self.state = state
+        self.failed_guards = failed_guards
+        self.enabled = enabled
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """A control state. ``unknown`` marks a state that waits for evidence."""
+
+    name: str
+    meaning: str
+    terminal: bool = False
+    unknown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    name: str
+    domain: tuple[Value, ...]
+    initial: Value
+    meaning: str
+    ghost: bool = False  # specification-only history, not stored by an implementation
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A parameter the environment chooses when it fires a trigger (finite domain)."""
+
+    name: str
+    domain: tuple[Value, ...]
+    meaning: str
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A named condition. ``reads`` lists every variable and parameter it looks at."""
+
+    name: str
+    text: str
+    fn: Callable[[Vars, Params], bool]
+    reads: tuple[str, ...] = ()
+
+    def __call__(self, v: Vars, p: Params) -> bool:
+        return self.fn(v, p)
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    text: str
+    fn: Callable[[Vars, Params], Mapping[str, Value]]
+
+    def __call__(self, v: Vars, p: Params) -> Mapping[str, Value]:
+        return self.fn(v, p)
+
+
+NO_EFFECT = Effect("nothing changes", lambda v, p: {})
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    trigger: str
+    source: tuple[str, ...]
+    dest: str | None  # None: stay in the source state (a self-loop on each source)
+    meaning: str
+    rules: tuple[str, ...]
+    guards: tuple[Guard, ...] = ()
+    effect: Effect = NO_EFFECT
+    actor: str = "worker"  # user | worker | platform | environment
+    # What an implementation's event log calls this step. None: the step leaves no
+    # event (a crash, the platform's own progress); two transitions may share one
+    # name when the implementation cannot tell them apart (a lost answer and an
+    # undelivered request both look like "no answer").
+    observed_as: str | None = ""
+    params: tuple[Param, ...] = ()
+    priority: int = 0
+    sync: bool = False  # in a composition, every instance takes it together (a worker crash)
+
+    @property
+    def observable(self) -> str | None:
+        return self.trigger if self.observed_as == "" else self.observed_as
+
+    @property
+    def guard_text(self) -> str:
+        return " and ".join(g.text for g in self.guards) if self.guards else ""
+
+    def target(self, source: str) -> str:
+        return source if self.dest is None else self.dest
+
+    def param_choices(self) -> Iterator[Params]:
+        names = [p.name for p in self.params]
+        for values in itertools.product(*(p.domain for p in self.params)):
+            yield MappingProxyType(dict(zip(names, values, strict=True)))
+
+
+@dataclass(frozen=True, slots=True)
+class Invariant:
+    """A predicate every reachable configuration satisfies."""
+
+    name: str
+    text: str
+    rules: tuple[str, ...]
+    fn: Callable[[str, Vars], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A configuration as a step property sees it: state name and variables by name."""
+
+    state: str
+    v: Vars
+
+
+@dataclass(frozen=True, slots=True)
+class StepProperty:
+    """A predicate every step satisfies: (before, transition, params, after)."""
+
+    name: str
+    text: str
+    rules: tuple[str, ...]
+    fn: Callable[[Snapshot, Transition, Params, Snapshot], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A configuration: control state plus variable values in declaration order."""
+
+    state: str
+    values: tuple[Value, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    transition: Transition
+    params: Params
+    after: Config
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A declared machine. Built once; validated in ``__post_init__``."""
+
+    name: str
+    meaning: str
+    states: tuple[State, ...]
+    initial: str
+    variables: tuple[Variable, ...]
+    transitions: tuple[Transition, ...]
+    invariants: tuple[Invariant, ...] = ()
+    step_properties: tuple[StepProperty, ...] = ()
+    actors: Mapping[str, str] = field(default_factory=dict)
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+    _by_source: dict[str, tuple[Transition, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {v.name: i for i, v in enumerate(self.variables)})
+        by_source: dict[str, list[Transition]] = {s.name: [] for s in self.states}
+        for t in self.transitions:
+            for s in t.source:
+                by_source.setdefault(s, []).append(t)
+        # Higher priority first, then declaration order: the order the oracle tries them in.
+        object.__setattr__(self, "_by_source", {
+            s: tuple(sorted(ts, key=lambda t: -t.priority)) for s, ts in by_source.items()})
+        from ._validate import validate
+        validate(self)
+
+    # -- lookups -------------------------------------------------------------
+    def state(self, name: str) -> State:
+        for s in self.states:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.states)
+
+    @property
+    def terminal_states(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.states if s.terminal)
+
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variables)
+
+    def transitions_from(self, state: str) -> tuple[Transition, ...]:
+        return self._by_source.get(state, ())
+
+    def triggers(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.trigger for t in self.transitions))
+
+    def rules(self) -> tuple[str, ...]:
+        cited = itertools.chain(
+            (r for t in self.transitions for r in t.rules),
+            (r for i in self.invariants for r in i.rules),
+            (r for p in self.step_properties for r in p.rules))
+        return tuple(sorted(set(cited), key=rule_sort_key))
+
+    # -- configurations ------------------------------------------------------
+    def initial_config(self) -> Config:
+        return Config(self.initial, tuple(v.initial for v in self.variables))
+
+    def view(self, config: Config) -> Vars:
+        return dict(zip(self._index, config.values, strict=True))
+
+    def snapshot(self, config: Config) -> Snapshot:
+        return Snapshot(config.state, self.view(config))
+
+    def broken_invariants(self, config: Config) -> tuple[Invariant, ...]:
+        v = self.view(config)
+        return tuple(i for i in self.invariants if not i.fn(config.state, v))
+
+    def broken_step_properties(self, before: Config, step: Step) -> tuple[StepProperty, ...]:
+        b, a = self.snapshot(before), self.snapshot(step.after)
+        return tuple(s for s in self.step_properties
+                     if not s.fn(b, step.transition, step.params, a))
+
+    def config(self, state: str, **values: Value) -> Config:
+        """A configuration from the initial values, overridden by ``values``."""
+        base = dict(zip(self._index, self.initial_config().values, strict=True))
+        unknown = set(values) - set(base)
+        if unknown:
+            raise DeclarationError(f"{self.name}: no variable named {sorted(unknown)}")
+        base.update(values)
+        return Config(state, tuple(base.values()))
+
+    def replace(self, config: Config, updates: Mapping[str, Value]) -> tuple[Value, ...]:
+        if not updates:
+            return config.values
+        values = list(config.values)
+        for name, value in updates.items():
+            values[self._index[name]] = value
+        return tuple(values)
+
+    # -- the successor function (the semantics every view shares) -------------
+    def enabled(self, config: Config) -> Iterator[Step]:
+        """Every step the configuration allows, honouring priorities."""
+        v = self.view(config)
+        for _trigger, group in _by_trigger(self.transitions_from(config.state)):
+            for params in _param_union(group):
+                step = self._first_enabled(group, config, v, params)
+                if step is not None:
+                    yield step
+
+    def fire(self, config: Config, trigger: str, params: Params = NO_PARAMS) -> Step:
+        """The step ``trigger`` takes from ``config``, or :class:`IllegalTransition`."""
+        group = [t for t in self.transitions_from(config.state) if t.trigger == trigger]
+        if trigger not in self.triggers():
+            raise IllegalTransition(
+                f"{self.name}: no trigger named {trigger!r}; triggers are {list(self.triggers())}",
+                trigger=trigger, state=config.state)
+        v = self.view(config)
+        candidates = [t for t in group if _params_fit(t, params)]
+        step = self._first_enabled(candidates, config, v, params)
+        if step is None:
+            raise self._illegal(config, trigger, params, candidates, v)
+        return step
+
+    def _first_enabled(self, group: Iterable[Transition], config: Config, v: Vars,
+                       params: Params) -> Step | None:
+        for t in group:
+            if not _params_fit(t, params):
+                continue
+            if all(g(v, params) for g in t.guards):
+                after = Config(t.target(config.state), self.replace(config, t.effect(v, params)))
+                return Step(t, params, after)
+        return None
+
+    def _illegal(self, config: Config, trigger: str, params: Params,
+                 candidates: list[Transition], v: Vars) -> IllegalTransition:
+        failed = tuple(g for t in candidates for g in t.guards if not g(v, params))
+        enabled = tuple(sorted({s.transition.trigger for s in self.enabled(config)}))
+        if not candidates:
+            why = f"no {trigger!r} transition leaves state '{config.state}'"
+        else:
+            why = "guard failed: " + "; ".join(f"{g.name} ({g.text})" for g in failed)
+        shown = f" with {dict(params)}" if params else ""
+        return IllegalTransition(
+            f"{self.name}: cannot {trigger}{shown} in state '{config.state}': {why}; "
+            f"enabled here: {list(enabled)}",
+            trigger=trigger, state=config.state, failed_guards=failed, enabled=enabled)
+
+
+def _by_trigger(transitions: Iterable[Transition]) -> Iterator[tuple[str, list[Transition]]]:
+    groups: dict[str, list[Transition]] = {}
+    for t in transitions:
+        groups.setdefault(t.trigger, []).append(t)
+    return iter(groups.items())
+
+
+def _param_union(group: list[Transition]) -> Iterator[Params]:
+    seen: set[tuple[tuple[str, Value], ...]] = set()
+    for t in group:
+        for p in t.param_choices():
+            key = tuple(sorted(p.items()))
+            if key not in seen:
+                seen.add(key)
+                yield p
+
+
+def _params_fit(t: Transition, params: Params) -> bool:
+    return set(params) == {p.name for p in t.params} and all(
+        params[p.name] in p.domain for p in t.params)
+
+
+def rule_sort_key(rule: str) -> tuple[int, str, int]:
+    order = "QTMLWARV"
+    head = rule.rstrip("0123456789")
+    return (order.index(head) if head in order else len(order), head, int(rule[len(head):] or 0))
+
+
+def check_rules(rules: Iterable[str], where: str) -> None:
+    for r in rules:
+        if r not in RULES:
+            raise DeclarationError(f"{where} cites unknown rule {r!r}; known rules are in "
+                                   "settled.model.RULES (PROTOCOL.md)")

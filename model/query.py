@@ -1,0 +1,478 @@
+"""The query-execution protocol (PROTOCOL.md rules Q1–Q26, T1–T3) as one table.
+
+Theory of operation
+-------------------
+One configuration describes one query and everything that decides what may
+happen to it next: its local ``execution_state`` (the control state), its
+cancel intent, its submission count, the lease epochs of the workers, the
+condition versions of its task, and the *platform's* state for this
+query_id.
+
+The platform is folded into this machine rather than declared as a second
+machine. Its state is a variable (``platform``) and its own progress
+(finishing, failing) is a pair of ``actor="platform"`` transitions that leave
+the local state alone. We chose this because every interesting guard here
+reads both sides at once ("not found" may only be observed while the platform
+really has no submission; success on the platform must win over a cancel
+request), and a single table keeps those guards next to each other where a
+reviewer reads them. A platform *call* and the worker's record of its answer
+are one step: the answer is the evidence, and the trigger is named after the
+evidence (``lookup_not_found``, ``submit_response_lost``), so the diagram
+reads as what the worker learnt.
+
+Workers are a tuple of lease epochs (``held``): the epoch each worker claimed
+with, 0 when it holds none. A claim increments the row's ``lease_epoch``
+(Q11); every later worker write is guarded by ``fresh_lease`` (the worker
+holds the row's current epoch), so a paused worker whose lease was taken
+over has no enabled write at all: its write changes nothing. A crash clears
+what the crashed worker held; in a composition of several queries the crash
+is ``sync``: it hits all of that worker's leases at once.
+
+``submit_epoch`` remembers under which lease ``submitting`` was committed.
+Only that lease may make the platform call (Q12); any later lease finds
+``submitting`` and must treat it as *possibly submitted* and look up (Q13).
+
+Bounds: ``max_epoch`` claims and ``max_task_version`` condition versions.
+A claim or crash that would need an epoch past the bound is not enabled, so
+the model never strands a query with no epoch left to recover it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from ._core import (
+    Effect,
+    Guard,
+    Invariant,
+    Param,
+    Params,
+    Protocol,
+    Snapshot,
+    State,
+    StepProperty,
+    Transition,
+    Variable,
+)
+
+
+# --------------------------------------------------------------------------
+# States
+# --------------------------------------------------------------------------
+class QueryState(StrEnum):
+    """The query's execution_state (its control state in this machine)."""
+
+    DRAFTED = "drafted"
+    AWAITING = "awaiting_confirmation"
+    CHECK_FAILED = "check_failed"
+    INVALIDATED = "invalidated"
+    SUPERSEDED = "superseded"
+    QUEUED = "queued"
+    SUBMITTING = "submitting"
+    UNKNOWN = "submission_unknown"
+    NOT_FOUND = "not_found"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXHAUSTED = "submission_retry_exhausted"
+
+
+(DRAFTED, AWAITING, CHECK_FAILED, INVALIDATED, SUPERSEDED, QUEUED, SUBMITTING, UNKNOWN, NOT_FOUND,
+ RUNNING, SUCCEEDED, FAILED, CANCELLED, EXHAUSTED) = tuple(QueryState)
+
+STATES = (
+    State(DRAFTED, "SQL saved as a draft; the platform is checking it without running it (Q3)"),
+    State(AWAITING, "checked draft waiting for the user's explicit confirmation (Q3, Q6)"),
+    State(CHECK_FAILED, "the platform's check rejected the draft; it can never be confirmed (Q3, T3)",
+          terminal=True),
+    State(INVALIDATED, "the task's conditions changed before confirmation (T2)", terminal=True),
+    State(SUPERSEDED, "a SQL-only revision replaced this draft (T3)", terminal=True),
+    State(QUEUED, "authorized and committed; a worker may claim it (Q7)"),
+    State(SUBMITTING, "committed as about to be submitted: possibly submitted (Q12, Q13)"),
+    State(UNKNOWN, "the submission's answer was lost: unknown until a lookup says (Q14)",
+          unknown=True),
+    State(NOT_FOUND, "the platform explicitly has no submission under this query_id (Q15)"),
+    State(RUNNING, "the platform has it and is running it (Q15)"),
+    State(SUCCEEDED, "the platform's evidence: it succeeded", terminal=True),
+    State(FAILED, "explicit rejection or the platform's evidence of failure (Q17)", terminal=True),
+    State(CANCELLED, "cancelled before submission, or on the platform's evidence (Q20, Q21)",
+          terminal=True),
+    State(EXHAUSTED, "not found after 3 submissions; no further retry (Q16)", terminal=True),
+)
+
+LIVE = (QUEUED, SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING)  # authorized, not settled
+MAX_SUBMISSIONS = 3
+
+# Platform states for this query_id.
+P_NONE, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_REJECTED = (
+    "not_received", "running", "succeeded", "failed", "cancelled", "rejected")
+PLATFORM_STATES = (P_NONE, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_REJECTED)
+
+# Triggers that carry platform evidence about this query_id.
+EVIDENCE = frozenset({"lookup_running", "lookup_succeeded", "lookup_failed",
+                      "lookup_cancelled", "lookup_not_found", "cancel_confirmed"})
+PLATFORM_CALLS = frozenset({"submit_answered", "submit_response_lost", "submit_undelivered",
+                            "submit_rejected", "crash_after_platform_stored"})
+
+# The one event name for "the submit call got no answer": the worker cannot tell
+# a lost answer from an undelivered request, so its log cannot either.
+UNANSWERED = "submit_unanswered"
+
+# Parameters the environment chooses.
+QUOTES = ("whole", "part", "notification")
+VERSION_CHOICES = ("current", "stale")
+MESSAGE_CHOICES = ("attributed", "pending")
+
+
+# --------------------------------------------------------------------------
+# Guards and effects (small named pieces the table refers to)
+# --------------------------------------------------------------------------
+def _held(v, p) -> int:  # type: ignore[no-untyped-def]
+    return int(v["held"][p["worker"]])
+
+
+FRESH_LEASE = Guard("fresh_lease", "worker holds the current lease_epoch",
+                    lambda v, p: v["lease_epoch"] > 0 and _held(v, p) == v["lease_epoch"],
+                    reads=("held", "lease_epoch", "worker"))
+OWN_CALL = Guard("own_call", "this lease committed submitting",
+                 lambda v, p: v["submit_epoch"] == v["lease_epoch"],
+                 reads=("submit_epoch", "lease_epoch"))
+RECOVERING = Guard("recovering", "a later lease found submitting (possibly submitted)",
+                   lambda v, p: v["submit_epoch"] != v["lease_epoch"],
+                   reads=("submit_epoch", "lease_epoch"))
+NO_CANCEL = Guard("no_cancel", "cancel_state == none",
+                  lambda v, p: v["cancel_state"] == "none", reads=("cancel_state",))
+CANCEL_REQUESTED = Guard("cancel_requested", "cancel_state == requested",
+                         lambda v, p: v["cancel_state"] == "requested", reads=("cancel_state",))
+UNDER_LIMIT = Guard("under_limit", f"submissions < {MAX_SUBMISSIONS}",
+                    lambda v, p: v["submissions"] < MAX_SUBMISSIONS, reads=("submissions",))
+AT_LIMIT = Guard("at_limit", f"submissions >= {MAX_SUBMISSIONS}",
+                 lambda v, p: v["submissions"] >= MAX_SUBMISSIONS, reads=("submissions",))
+QUOTE_WHOLE = Guard("quote_whole", "instruction_quote is the user's whole message",
+                    lambda v, p: p["quote"] == "whole", reads=("quote",))
+DRAFT_CURRENT = Guard("draft_current", "draft_version is current",
+                      lambda v, p: p["draft_version"] == "current", reads=("draft_version",))
+CONDITION_CURRENT = Guard("condition_current", "condition_version is current",
+                          lambda v, p: p["condition_version"] == "current",
+                          reads=("condition_version",))
+MESSAGE_SETTLED = Guard("message_settled", "no unattributed pending or failed message",
+                        lambda v, p: p["message"] == "attributed", reads=("message",))
+NOT_HOLDING = Guard("not_holding", "worker does not hold the current lease",
+                    lambda v, p: _held(v, p) != v["lease_epoch"] or v["lease_epoch"] == 0,
+                    reads=("held", "lease_epoch", "worker"))
+HOLDING = Guard("holding", "worker holds a lease", lambda v, p: _held(v, p) > 0,
+                reads=("held", "worker"))
+
+
+def _platform_is(*states: str) -> Guard:
+    name = "platform_" + "_or_".join(states)
+    text = "platform is " + " or ".join(states)
+    return Guard(name, text, lambda v, p: v["platform"] in states, reads=("platform",))
+
+
+def _effect(text: str, fn) -> Effect:  # type: ignore[no-untyped-def]
+    return Effect(text, fn)
+
+
+def _set_held(v, p, epoch: int) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
+    held = list(v["held"])
+    held[p["worker"]] = epoch
+    return tuple(held)
+
+
+def _settle(**extra: str) -> Effect:
+    """Recording a terminal outcome moves the task's phase only at its own version (Q24)."""
+    text = "phase_moved := task_version == authorized_version"
+    if extra:
+        text += "; " + "; ".join(f"{k} := {x}" for k, x in extra.items())
+    return _effect(text, lambda v, p: {
+        "phase_moved": v["task_version"] == v["authorized_version"], **extra})
+
+
+# --------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------
+def build_query_machine(workers: int = 2, max_epoch: int = 3,
+                        max_task_version: int = 3) -> Protocol:
+    """Declare the query machine for ``workers`` workers and the given bounds."""
+    worker = Param("worker", tuple(range(workers)), "which worker acts")
+    epochs = tuple(range(max_epoch + 1))
+    epochs_left = Guard("epochs_left", f"lease_epoch < {max_epoch} (model bound)",
+                        lambda v, p: v["lease_epoch"] < max_epoch, reads=("lease_epoch",))
+    versions_left = Guard("versions_left", f"task_version < {max_task_version} (model bound)",
+                          lambda v, p: v["task_version"] < max_task_version,
+                          reads=("task_version",))
+    confirm_params = (
+        Param("quote", QUOTES, "what instruction_quote is: the whole message, a part, a notification"),
+        Param("draft_version", VERSION_CHOICES, "the draft_version the caller sends"),
+        Param("condition_version", VERSION_CHOICES, "the condition_version the caller sends"),
+        Param("message", MESSAGE_CHOICES, "whether a newer message's attribution is undecided"),
+    )
+    bump_task = _effect("task_version += 1",
+                        lambda v, p: {"task_version": v["task_version"] + 1})
+    claim = _effect("lease_epoch += 1; held[worker] := lease_epoch",
+                    lambda v, p: {"lease_epoch": v["lease_epoch"] + 1,
+                                  "held": _set_held(v, p, v["lease_epoch"] + 1)})
+    submit = _effect("submissions += 1; submit_epoch := lease_epoch; ids_submitted := 1",
+                     lambda v, p: {"submissions": v["submissions"] + 1,
+                                   "submit_epoch": v["lease_epoch"], "ids_submitted": 1})
+    stored = _effect("platform := running if not_received (dedupe by query_id)",
+                     lambda v, p: {"platform": P_RUNNING if v["platform"] == P_NONE
+                                   else v["platform"]})
+    by_worker = (worker,)
+
+    def lookup(trigger: str, dest: str | None, guard: Guard | None, meaning: str, rules: tuple[str, ...],
+               effect: Effect | None = None, also: tuple[str, ...] = (),
+               recovering: bool = True) -> list[Transition]:
+        """A lookup answer, from unknown (and ``also``) and from a recovered submitting."""
+        eff = effect or _effect("nothing changes", lambda v, p: {})
+        evidence = (guard,) if guard else ()
+        found = [
+            Transition(trigger, (UNKNOWN, *also), dest, meaning, rules,
+                       guards=(FRESH_LEASE, *evidence), effect=eff, actor="worker",
+                       params=by_worker),
+            Transition(trigger, (SUBMITTING,), dest, meaning + " (recovering submitting)",
+                       (*rules, "Q13"), guards=(FRESH_LEASE, RECOVERING, *evidence), effect=eff,
+                       actor="worker", params=by_worker),
+        ]
+        # A cancelled answer needs a cancel call, which submitting never makes.
+        return found if recovering else found[:1]
+
+    transitions = [
+        # ---- drafts (Q3, T2, T3) ------------------------------------------
+        Transition("check_passed", (DRAFTED,), AWAITING,
+                   "the platform checked the SQL without running it", ("Q3",), actor="platform"),
+        Transition("check_failed", (DRAFTED,), CHECK_FAILED,
+                   "the platform's check rejected the SQL", ("Q3", "T3"), actor="platform"),
+        Transition("condition_updated", (DRAFTED, AWAITING), INVALIDATED,
+                   "a condition update invalidates pending drafts", ("T1", "T2"),
+                   guards=(versions_left,), effect=bump_task, actor="user"),
+        Transition("revised", (AWAITING,), SUPERSEDED,
+                   "a SQL-only revision names this draft in replaces_query_id", ("T3",),
+                   actor="user"),
+        Transition("cancel", (AWAITING, QUEUED), CANCELLED,
+                   "nothing was submitted: cancel locally in one transaction", ("Q19", "Q20"),
+                   actor="user"),
+        # ---- confirmation (Q4–Q10, Q25) -------------------------------------
+        Transition("confirm", (AWAITING,), QUEUED,
+                   "first confirmation: authorize, mark the message, queue, in one transaction",
+                   ("Q4", "Q5", "Q6", "Q7", "Q9", "Q10", "Q25"),
+                   guards=(DRAFT_CURRENT, CONDITION_CURRENT, QUOTE_WHOLE, MESSAGE_SETTLED),
+                   effect=_effect("authorized_version := task_version",
+                                  lambda v, p: {"authorized_version": v["task_version"]}),
+                   actor="user", params=confirm_params),
+        Transition("confirm", LIVE, None,
+                   "re-confirmation (a network retry) returns the current state", ("Q8",),
+                   guards=(DRAFT_CURRENT, CONDITION_CURRENT, QUOTE_WHOLE),
+                   actor="user", params=confirm_params),
+        # ---- the task moves on while the query runs (Q23) ---------------------
+        Transition("condition_updated", LIVE, None,
+                   "the task moves on; the query keeps its authorized version", ("Q23", "T1"),
+                   guards=(versions_left,), effect=bump_task, actor="user"),
+        # ---- cancel after submission began (Q19, Q21, Q22) -------------------
+        Transition("cancel", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
+                   "possibly submitted: only record the request", ("Q19", "Q21"),
+                   guards=(NO_CANCEL,),
+                   effect=_effect("cancel_state := requested",
+                                  lambda v, p: {"cancel_state": "requested"}),
+                   actor="user"),
+        # ---- workers: claim, submit (Q11, Q12) ------------------------------
+        Transition("claim", LIVE, None, "claim the query (or take over an expired lease)",
+                   ("Q11",), guards=(NOT_HOLDING, epochs_left), effect=claim,
+                   actor="worker", params=by_worker),
+        Transition("begin_submit", (QUEUED,), SUBMITTING,
+                   "commit submitting and the count before calling the platform", ("Q12",),
+                   guards=(FRESH_LEASE,), effect=submit, actor="worker", params=by_worker),
+        Transition("submit_answered", (SUBMITTING,), RUNNING,
+                   "the platform accepted (or deduplicated) the submission", ("Q12", "Q18"),
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE, P_RUNNING)),
+                   effect=stored, actor="worker", params=by_worker),
+        Transition("submit_response_lost", (SUBMITTING,), UNKNOWN,
+                   "the platform stored it but the answer was lost", ("Q14", "Q18"),
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE, P_RUNNING)),
+                   effect=stored, actor="worker", params=by_worker, observed_as=UNANSWERED),
+        Transition("submit_undelivered", (SUBMITTING,), UNKNOWN,
+                   "the request never arrived; the worker cannot tell it from a lost answer",
+                   ("Q14",), guards=(FRESH_LEASE, OWN_CALL), actor="worker", params=by_worker,
+                   observed_as=UNANSWERED),
+        Transition("submit_rejected", (SUBMITTING,), FAILED,
+                   "explicit rejection (unsupported syntax, no permission)", ("Q17",),
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE)),
+                   effect=_settle(platform=P_REJECTED), actor="worker", params=by_worker),
+        Transition("crash_after_platform_stored", (SUBMITTING,), None,
+                   "the platform stored it and the worker died before recording the answer",
+                   ("Q12", "Q13"), guards=(FRESH_LEASE, OWN_CALL, epochs_left),
+                   effect=_effect("platform := running if not_received; held[worker] := 0",
+                                  lambda v, p: {"platform": P_RUNNING if v["platform"] == P_NONE
+                                                else v["platform"],
+                                                "held": _set_held(v, p, 0)}),
+                   actor="worker", params=by_worker, observed_as=None),
+        # ---- lookups: evidence resolves unknown (Q13, Q15) --------------------
+        *lookup("lookup_running", RUNNING, _platform_is(P_RUNNING),
+                "the platform has it running: keep tracking", ("Q15",)),
+        *lookup("lookup_succeeded", SUCCEEDED, _platform_is(P_SUCCEEDED),
+                "the platform succeeded; success stands over a cancel request",
+                ("Q15", "Q21", "Q24"), _settle(), also=(RUNNING,)),
+        *lookup("lookup_failed", FAILED, _platform_is(P_FAILED),
+                "the platform's evidence: it failed", ("Q15", "Q17", "Q24"), _settle(),
+                also=(RUNNING,)),
+        *lookup("lookup_cancelled", CANCELLED, _platform_is(P_CANCELLED),
+                "the platform's evidence: it was cancelled", ("Q15", "Q21", "Q24"), _settle(),
+                also=(RUNNING,), recovering=False),
+        *lookup("lookup_not_found", NOT_FOUND, _platform_is(P_NONE),
+                "the platform explicitly has no such submission", ("Q15", "Q16"),
+                _effect("not_found_seen += 1",
+                        lambda v, p: {"not_found_seen": min(v["not_found_seen"] + 1,
+                                                            MAX_SUBMISSIONS)})),
+        *lookup("lookup_timeout", None, None,
+                "the lookup timed out: nothing learnt, still unknown", ("Q15",),
+                also=(RUNNING,)),
+        # ---- after an explicit not found (Q16, Q21) --------------------------
+        Transition("resubmit", (NOT_FOUND,), SUBMITTING,
+                   "resubmit under the same query_id", ("Q1", "Q16"),
+                   guards=(FRESH_LEASE, NO_CANCEL, UNDER_LIMIT), effect=submit,
+                   actor="worker", params=by_worker),
+        Transition("resubmit", (NOT_FOUND,), EXHAUSTED,
+                   "three submissions were not found: stop", ("Q16",),
+                   guards=(FRESH_LEASE, NO_CANCEL, AT_LIMIT), effect=_settle(),
+                   actor="worker", params=by_worker),
+        Transition("confirm_cancel", (NOT_FOUND,), CANCELLED,
+                   "cancel requested and the platform has nothing: cancelled on its evidence",
+                   ("Q21",), guards=(FRESH_LEASE, CANCEL_REQUESTED), effect=_settle(),
+                   actor="worker", params=by_worker),
+        Transition("cancel_confirmed", (UNKNOWN, RUNNING), CANCELLED,
+                   "the worker asked the platform to cancel and it did", ("Q21",),
+                   guards=(FRESH_LEASE, CANCEL_REQUESTED, _platform_is(P_RUNNING, P_CANCELLED)),
+                   effect=_settle(platform=P_CANCELLED), actor="worker", params=by_worker),
+        Transition("cancel_unanswered", (UNKNOWN, RUNNING), None,
+                   "the platform cancelled it but the answer to the cancel call was lost",
+                   ("Q21", "Q14"),
+                   guards=(FRESH_LEASE, CANCEL_REQUESTED, _platform_is(P_RUNNING)),
+                   effect=_effect("platform := cancelled", lambda v, p: {"platform": P_CANCELLED}),
+                   actor="worker", params=by_worker, observed_as=None),
+        # ---- the platform's own progress -------------------------------------
+        Transition("platform_succeeds", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
+                   "the platform finishes the query", ("Q18",),
+                   guards=(_platform_is(P_RUNNING),),
+                   effect=_effect("platform := succeeded", lambda v, p: {"platform": P_SUCCEEDED}),
+                   actor="platform", observed_as=None),
+        Transition("platform_fails", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
+                   "the query fails on the platform", ("Q18", "Q17"),
+                   guards=(_platform_is(P_RUNNING),),
+                   effect=_effect("platform := failed", lambda v, p: {"platform": P_FAILED}),
+                   actor="platform", observed_as=None),
+        # ---- crashes ---------------------------------------------------------
+        Transition("crash", LIVE, None,
+                   "the worker process dies; its leases are gone, the rows stay", ("Q11", "Q13"),
+                   guards=(HOLDING, epochs_left),
+                   effect=_effect("held[worker] := 0", lambda v, p: {"held": _set_held(v, p, 0)}),
+                   actor="environment", params=(worker,), sync=True, observed_as=None),
+    ]
+    variables = (
+        Variable("submissions", tuple(range(MAX_SUBMISSIONS + 1)), 0,
+                 "submission attempts, the first included (Q16)"),
+        Variable("cancel_state", ("none", "requested"), "none", "cancel intent, apart from state (Q19)"),
+        Variable("lease_epoch", epochs, 0, "epoch of the latest claim (Q11)"),
+        Variable("held", tuple(_tuples(epochs, workers)), (0,) * workers,
+                 "the epoch each worker claimed with; 0 = none"),
+        Variable("submit_epoch", epochs, 0, "the lease under which submitting was committed (Q12)"),
+        Variable("platform", PLATFORM_STATES, P_NONE, "the platform's state for this query_id (Q18)"),
+        Variable("task_version", tuple(range(1, max_task_version + 1)), 1,
+                 "the task's current condition version (T1)"),
+        Variable("authorized_version", tuple(range(max_task_version + 1)), 0,
+                 "the condition version the query was authorized at; 0 = not yet (Q23)"),
+        Variable("phase_moved", (False, True), False,
+                 "the recorded outcome moved the task's phase (Q24)"),
+        Variable("not_found_seen", tuple(range(MAX_SUBMISSIONS + 1)), 0,
+                 "lookups that answered an explicit not found (Q15, Q16)", ghost=True),
+        Variable("ids_submitted", (0, 1, 2), 0,
+                 "distinct query ids this query was submitted under (Q1)", ghost=True),
+    )
+    return Protocol(
+        name="query", meaning="query execution (seed 003): one query from draft to settled",
+        states=STATES, initial=DRAFTED, variables=variables, transitions=tuple(transitions),
+        invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
+        actors={"user": "the user and agent tools", "worker": "a worker holding a lease",
+                "platform": "the synthetic platform", "environment": "crashes"})
+
+
+def _tuples(epochs: tuple[int, ...], workers: int) -> list[tuple[int, ...]]:
+    import itertools
+    return list(itertools.product(epochs, repeat=workers))
+
+
+# --------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------
+INVARIANTS = (
+    Invariant("at_most_three_submissions", f"submissions <= {MAX_SUBMISSIONS}", ("Q16",),
+              lambda s, v: v["submissions"] <= MAX_SUBMISSIONS),
+    Invariant("resubmission_follows_not_found",
+              "every submission after the first follows an explicit not found",
+              ("Q15", "Q16"), lambda s, v: v["submissions"] <= 1 + v["not_found_seen"]),
+    Invariant("one_query_id", "the query is submitted under one query_id only", ("Q1",),
+              lambda s, v: v["ids_submitted"] <= 1),
+    Invariant("failed_needs_evidence", "failed only after an explicit rejection or a platform failure",
+              ("Q14", "Q17"), lambda s, v: s != FAILED or v["platform"] in (P_FAILED, P_REJECTED)),
+    Invariant("cancelled_needs_evidence",
+              "cancelled only before the first submission or on the platform's evidence",
+              ("Q20", "Q21"),
+              lambda s, v: s != CANCELLED or v["submissions"] == 0
+              or v["platform"] in (P_CANCELLED, P_NONE)),
+    Invariant("success_stands", "a platform success never ends locally as cancelled or failed",
+              ("Q21",), lambda s, v: v["platform"] != P_SUCCEEDED or s not in (CANCELLED, FAILED)),
+    Invariant("not_found_is_true", "not_found only while the platform really has no submission",
+              ("Q15",), lambda s, v: s != NOT_FOUND or v["platform"] == P_NONE),
+    Invariant("late_result_keeps_out", "an outcome moves the task's phase only at its own version",
+              ("Q24",), lambda s, v: not v["phase_moved"]
+              or v["authorized_version"] == v["task_version"]),
+    Invariant("unsubmitted_until_submitting",
+              "the platform has nothing before the first submitting commit", ("Q12",),
+              lambda s, v: v["submissions"] > 0 or v["platform"] == P_NONE),
+)
+
+
+def _worker_write(t: Transition) -> bool:
+    return t.actor == "worker" and t.trigger not in ("claim", "crash")
+
+
+def _stale_write(b: Snapshot, t: Transition, p: Params, a: Snapshot) -> bool:
+    if not _worker_write(t):
+        return True
+    return bool(b.v["held"][p["worker"]] == b.v["lease_epoch"] > 0)
+
+
+STEP_PROPERTIES = (
+    StepProperty("stale_lease_changes_nothing",
+                 "every worker write is made under the row's current lease_epoch", ("Q11",),
+                 _stale_write),
+    StepProperty("terminal_absorbs", "no step leaves a terminal state", ("Q16", "Q21"),
+                 lambda b, t, p, a: b.state not in {s.name for s in STATES if s.terminal}),
+    StepProperty("unknown_left_on_evidence",
+                 "submission_unknown is left only on a lookup's evidence", ("Q14", "Q15"),
+                 lambda b, t, p, a: b.state != UNKNOWN or a.state == UNKNOWN
+                 or t.trigger in EVIDENCE),
+    StepProperty("call_after_submitting_commit",
+                 "only the lease that committed submitting calls the platform", ("Q12", "Q13"),
+                 lambda b, t, p, a: t.trigger not in PLATFORM_CALLS
+                 or (b.state == SUBMITTING and b.v["submit_epoch"] == b.v["lease_epoch"])),
+    StepProperty("confirmation_needs_whole_current_quote",
+                 "queueing needs the whole message, current versions and no pending message",
+                 ("Q5", "Q9", "Q25"),
+                 lambda b, t, p, a: not (a.state == QUEUED and b.state != QUEUED) or (
+                     p.get("quote") == "whole" and p.get("draft_version") == "current"
+                     and p.get("condition_version") == "current"
+                     and p.get("message") == "attributed")),
+    StepProperty("reconfirmation_changes_nothing", "confirming a confirmed query changes nothing",
+                 ("Q8",), lambda b, t, p, a: t.trigger != "confirm" or b.state == AWAITING or a == b),
+    StepProperty("cancel_after_submit_only_requests",
+                 "from submitting on, a cancel request never settles the query by itself",
+                 ("Q21", "Q22"),
+                 lambda b, t, p, a: t.trigger != "cancel" or b.state in (AWAITING, QUEUED)
+                 or a.state == b.state),
+    StepProperty("authorization_is_fixed", "the authorized condition version never changes",
+                 ("Q23",), lambda b, t, p, a: b.v["authorized_version"] in (0, a.v["authorized_version"])),
+)
+
+QUERY = build_query_machine()

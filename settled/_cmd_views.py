@@ -1,0 +1,57 @@
+"""``settled diagrams`` and ``settled spec``: the generated views of the tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from settled import _diagrams, _spec
+from settled.model import MACHINES
+
+Check = Annotated[bool, typer.Option("--check", help="Only compare; exit 1 naming each stale file.")]
+Root = Annotated[Path, typer.Option("--root", help="Project folder holding diagrams/ and tests/.")]
+
+console = Console(stderr=True)
+
+
+def diagram_files() -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for machine in MACHINES.values():
+        files.update(_diagrams.artefacts(machine))
+    return files
+
+
+def spec_files(root: Path) -> dict[str, bytes]:
+    text = _spec.render_spec(list(MACHINES.values()), root / "tests")
+    return {"SPEC.md": text.encode()}
+
+
+def report(stale: list[str], check: bool, directory: Path) -> None:
+    if check and stale:
+        for name in stale:
+            console.print(f"[red]stale[/red] {directory / name}: regenerate it with the command "
+                          "without --check and commit it")
+        raise typer.Exit(1)
+    verb = "checked" if check else "wrote"
+    changed = f" ({len(stale)} changed)" if stale and not check else ""
+    console.print(f"{verb} {directory}{changed}")
+
+
+def diagrams(check: Check = False, root: Root = Path(".")) -> None:
+    """Write diagrams/<machine>.dot, .svg and .mmd from the declared tables."""
+    directory = root / "diagrams"
+    report(_diagrams.write_or_check(diagram_files(), directory, check), check, directory)
+
+
+def spec(check: Check = False, root: Root = Path(".")) -> None:
+    """Write diagrams/SPEC.md: states, transitions, properties and the rule matrix."""
+    directory = root / "diagrams"
+    report(_diagrams.write_or_check(spec_files(root), directory, check), check, directory)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(diagrams)
+    app.command()(spec)

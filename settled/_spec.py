@@ -1,0 +1,149 @@
+"""The spec-review document, generated from the declared tables.
+
+``SPEC.md`` lists, for each machine, its states, transitions (trigger, from,
+to, guard, effect, actor, rules), variables with domains, invariants and step
+properties, and ends with the traceability matrix: every rule of the
+catalogue with the transitions, properties and tests behind it. A rule with
+nothing behind it is listed plainly as a gap.
+
+Tests are found by reading ``tests/`` (never by running them): a test cites a
+rule with ``@pytest.mark.rule("Q16")`` on the function or its class, or with
+a module-level ``pytestmark``. Everything is sorted, so the document is
+deterministic byte for byte.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from settled.model import RULES, Protocol
+from settled.model._core import rule_sort_key
+
+
+def rule_tests(tests_dir: Path) -> dict[str, list[str]]:
+    """Rule ID → sorted ``file::test`` names citing it."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(tests_dir.glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module_rules = _marker_rules(_pytestmark(tree))
+        for name, rules in _tests_with_rules(tree.body, module_rules):
+            for r in rules:
+                found.setdefault(r, set()).add(f"{path.name}::{name}")
+    return {r: sorted(names) for r, names in found.items()}
+
+
+def _pytestmark(tree: ast.Module) -> list[ast.expr]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            value = node.value
+            return list(value.elts) if isinstance(value, ast.List | ast.Tuple) else [value]
+    return []
+
+
+def _tests_with_rules(body: Iterable[ast.stmt], inherited: set[str],
+                      prefix: str = "") -> Iterable[tuple[str, set[str]]]:
+    for node in body:
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            rules = inherited | _marker_rules(node.decorator_list)
+            yield from _tests_with_rules(node.body, rules, f"{prefix}{node.name}::")
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            rules = inherited | _marker_rules(node.decorator_list)
+            if rules:
+                yield f"{prefix}{node.name}", rules
+
+
+def _marker_rules(decorators: Sequence[ast.expr]) -> set[str]:
+    rules: set[str] = set()
+    for d in decorators:
+        if (isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)
+                and d.func.attr == "rule"):
+            rules.update(a.value for a in d.args
+                         if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return rules
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def machine_section(p: Protocol) -> list[str]:
+    out = [f"## Machine `{p.name}`", "", p.meaning, "", f"Initial state: `{p.initial}`.", "",
+           "### States", "", "| state | kind | meaning |", "| --- | --- | --- |"]
+    for s in p.states:
+        kind = "terminal" if s.terminal else ("unknown" if s.unknown else "")
+        if s.name == p.initial:
+            kind = "initial"
+        out.append(f"| `{s.name}` | {kind} | {_cell(s.meaning)} |")
+    out += ["", "### Transitions", "",
+            "| trigger | from | to | guard | effect | actor | rules | meaning |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for t in p.transitions:
+        src = ", ".join(f"`{s}`" for s in t.source)
+        dest = f"`{t.dest}`" if t.dest else "(same)"
+        guard = _cell(" and ".join(f"{g.name}: {g.text}" for g in t.guards) or "—")
+        params = f" ({', '.join(x.name for x in t.params)})" if t.params else ""
+        out.append(f"| `{t.trigger}`{params} | {src} | {dest} | {guard} | {_cell(t.effect.text)} "
+                   f"| {t.actor} | {', '.join(t.rules)} | {_cell(t.meaning)} |")
+    out += ["", "### Variables", "", "| variable | domain | initial | meaning |",
+            "| --- | --- | --- | --- |"]
+    for v in p.variables:
+        domain = _domain_text(v.domain)
+        ghost = " (specification only)" if v.ghost else ""
+        out.append(f"| `{v.name}` | {domain} | `{v.initial!r}` | {_cell(v.meaning)}{ghost} |")
+    out += ["", "### Invariants (every reachable configuration)", "",
+            "| name | holds that | rules |", "| --- | --- | --- |"]
+    out += [f"| `{i.name}` | {_cell(i.text)} | {', '.join(i.rules)} |" for i in p.invariants]
+    out += ["", "### Step properties (every step)", "", "| name | holds that | rules |",
+            "| --- | --- | --- |"]
+    out += [f"| `{s.name}` | {_cell(s.text)} | {', '.join(s.rules)} |" for s in p.step_properties]
+    return [*out, ""]
+
+
+def _domain_text(domain: tuple[object, ...]) -> str:
+    if len(domain) > 8:
+        return f"{len(domain)} values, `{domain[0]!r}` … `{domain[-1]!r}`"
+    return ", ".join(f"`{d!r}`" for d in domain)
+
+
+def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]]) -> list[str]:
+    out = ["## Traceability: rule → transition → property → test", "",
+           "| rule | summary | transitions | properties | tests |", "| --- | --- | --- | --- | --- |"]
+    gaps = []
+    for rule in sorted(RULES, key=rule_sort_key):
+        trans = sorted({f"{p.name}.{t.trigger}" for p in machines for t in p.transitions
+                        if rule in t.rules})
+        props = sorted({f"{p.name}.{x.name}" for p in machines
+                        for x in (*p.invariants, *p.step_properties) if rule in x.rules})
+        cited = tests.get(rule, [])
+        if not (trans or props or cited):
+            gaps.append(rule)
+        out.append(f"| {rule} | {_cell(RULES[rule])} | {_join(trans)} | {_join(props)} "
+                   f"| {_join(cited) if cited else '**no test**'} |")
+    out += ["", "### Gaps", ""]
+    if gaps:
+        out.append("Rules with no transition, property or test behind them:")
+        out.append("")
+        out += [f"- **{r}**: {RULES[r]}" for r in gaps]
+    else:
+        out.append("None: every rule has a transition, a property or a test behind it.")
+    untested = [r for r in sorted(RULES, key=rule_sort_key) if r not in tests and r not in gaps]
+    if untested:
+        out += ["", "Rules modelled but cited by no test: " + ", ".join(untested) + "."]
+    return [*out, ""]
+
+
+def _join(items: Sequence[str]) -> str:
+    return "<br>".join(f"`{i}`" for i in items) if items else "—"
+
+
+def render_spec(machines: Sequence[Protocol], tests_dir: Path) -> str:
+    out = ["# settled — protocol specification (generated)", "",
+           "Generated by `settled spec` from the declared tables in `model/`; do not edit by hand.",
+           "Rules are those of `PROTOCOL.md`; tests are the ones in `tests/` that cite a rule.", ""]
+    for p in machines:
+        out += machine_section(p)
+    out += rule_matrix(machines, rule_tests(tests_dir))
+    return "\n".join(out)

@@ -1,0 +1,116 @@
+"""The graph, the diagrams and the spec are views of the table and agree with it."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+
+import pygraphviz
+import pytest
+from settled.model import MACHINES, QUERY, RULES, Protocol, Transition
+from settled.model._graph import protocol_graph, static_findings
+
+from settled import _diagrams, _spec
+
+
+def table_edges(p: Protocol) -> set[tuple[str, str, str]]:
+    return {(s, t.target(s), t.trigger) for t in p.transitions for s in t.source}
+
+
+def test_protocol_graph_has_one_edge_per_transition_and_source():
+    g = protocol_graph(QUERY)
+    assert set(g.nodes) == set(QUERY.state_names)
+    assert {(a, b, d["trigger"]) for a, b, d in g.edges(data=True)} == table_edges(QUERY)
+    cancel = [d for a, b, d in g.edges(data=True) if d["trigger"] == "cancel" and a == "running"]
+    assert cancel[0]["rules"] == ("Q19", "Q21") and cancel[0]["guard"] == "cancel_state == none"
+
+
+def test_static_findings_of_the_query_machine_are_empty():
+    assert static_findings(QUERY) == {"unreachable_states": [], "terminal_with_exits": [],
+                                      "cannot_settle": [], "uncited_rules": []}
+
+
+def _label_triggers(label: str) -> set[str]:
+    return {line.split(" [")[0].split("  ×")[0].strip()
+            for line in re.split(r"\\l|<br/>", label) if line.strip()}
+
+
+def test_dot_diagram_has_exactly_the_tables_states_and_edges():
+    g = pygraphviz.AGraph(string=_diagrams.to_dot(QUERY))
+    assert set(g.nodes()) - {"__start__"} == set(QUERY.state_names)
+    # Several edges may join one pair of states (one per actor): read each edge's label.
+    drawn = {(e[0], e[1], trig) for e in g.edges(keys=True) if e[0] != "__start__"
+             for trig in _label_triggers(g.get_edge(e[0], e[1], e[2]).attr["label"])}
+    assert drawn == table_edges(QUERY)
+
+
+def test_mermaid_diagram_has_exactly_the_tables_states_and_edges():
+    text = _diagrams.to_mermaid(QUERY)
+    assert text.splitlines()[3] == "stateDiagram-v2"
+    edges = set()
+    for line in text.splitlines():
+        m = re.match(r"\s+(\w+) --> (\w+) : (.*)$", line)
+        if m and m.group(1) != "[*]":
+            edges |= {(m.group(1), m.group(2), t) for t in _label_triggers(m.group(3))}
+    assert edges == table_edges(QUERY)
+    assert f"[*] --> {QUERY.initial}" in text
+    assert "class submission_unknown unknown" in text
+
+
+def test_terminal_unknown_and_initial_states_are_drawn_distinctly():
+    dot = _diagrams.to_dot(QUERY)
+    assert re.search(r'"succeeded" \[peripheries=2', dot)
+    assert '"submission_unknown" [fillcolor="#f5a623"]' in dot
+    assert '"drafted" [penwidth=2.5]' in dot
+
+
+def test_diagrams_are_deterministic_byte_for_byte():
+    assert _diagrams.artefacts(QUERY) == _diagrams.artefacts(QUERY)
+
+
+def test_committed_diagrams_and_spec_are_current(root):
+    from settled._cmd_views import diagram_files, spec_files
+    files = {**diagram_files(), **spec_files(root)}
+    assert _diagrams.write_or_check(files, root / "diagrams", check=True) == []
+
+
+def test_drift_check_names_the_files_a_changed_table_makes_stale(root, tmp_path):
+    changed = dataclasses.replace(QUERY, transitions=(
+        *QUERY.transitions,
+        Transition("shortcut", ("queued",), "running", "a forbidden shortcut", ("Q12",))))
+    for name, data in _diagrams.artefacts(QUERY).items():
+        (tmp_path / name).write_bytes(data)
+    stale = _diagrams.write_or_check(_diagrams.artefacts(changed), tmp_path, check=True)
+    assert stale == ["query.dot", "query.mmd", "query.svg"]
+
+
+def test_cli_check_exits_nonzero_naming_each_stale_file(root, tmp_path):
+    (tmp_path / "diagrams").mkdir()
+    (tmp_path / "diagrams" / "query.dot").write_text("stale\n")
+    (tmp_path / "tests").mkdir()
+    run = subprocess.run([sys.executable, "-m", "settled.cli", "diagrams", "--check",
+                          "--root", str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 1
+    for name in ("query.dot", "query.svg", "query.mmd"):
+        assert name in run.stderr
+
+
+def test_spec_lists_every_rule_and_names_gaps(root):
+    text = _spec.render_spec(list(MACHINES.values()), root / "tests")
+    for rule in RULES:
+        assert f"| {rule} |" in text
+    gaps = text.split("### Gaps")[1]
+    assert "L1" in gaps  # the tool-call ledger has no machine yet: listed as a gap
+    assert "**Q16**" not in gaps
+
+
+def test_spec_finds_tests_by_their_rule_marker(root):
+    tests = _spec.rule_tests(root / "tests")
+    assert "test_query_model.py::test_lookup_timeout_never_resubmits" in tests["Q15"]
+
+
+@pytest.mark.parametrize("trigger", sorted(QUERY.triggers()))
+def test_spec_documents_every_trigger(root, trigger):
+    assert f"| `{trigger}`" in _spec.render_spec([QUERY], root / "tests")
