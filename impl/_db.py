@@ -11,6 +11,7 @@ surfaces as :class:`Busy`; the write is never retried silently.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +25,7 @@ def connect(path: str | Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> sql
     """Open ``path`` in autocommit mode with the protocol's durability settings."""
     conn = sqlite3.connect(str(path), timeout=busy_timeout, isolation_level=None)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    _enable_wal(conn, busy_timeout)
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
@@ -54,6 +55,22 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    # Switching a new file to WAL needs an exclusive lock, and SQLite answers
+    # "locked" at once instead of waiting for the busy timeout when several
+    # processes open a fresh file together. Retrying this idempotent setting
+    # within the same bound is safe: it writes no data.
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise Busy(f"could not switch the database to WAL ({exc}); retry") from exc
+            time.sleep(0.01)
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -62,7 +79,8 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 def apply_schema(conn: sqlite3.Connection, schema: str, version: int, name: str) -> None:
     """Create the schema once and record its version; refuse a file of another version."""
     with write(conn):
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version "
+                     "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
         row = conn.execute("SELECT version FROM schema_version WHERE name = ?", (name,)).fetchone()
         if row is None:
             for statement in _statements(schema):

@@ -1,0 +1,533 @@
+"""The synthetic SQL platform the query worker submits to (Q18).
+
+Theory of operation. The platform is the *other side* of the protocol: a
+separate component with its own SQLite files, which the query store never
+opens. ``platform-ledger.db`` keeps the submissions, their results and the
+pending test faults; ``platform-orders.db`` is the synthetic orders database
+(:mod:`._orders_data`), generated once and then only ever read.
+
+Submit, lookup and cancel are remote calls: each is one short
+``BEGIN IMMEDIATE`` transaction on the ledger, and a caller's own transaction
+never spans one. Submissions are de-duplicated by ``query_id`` plus a
+fingerprint of the payload (target, target version, SQL, extra): the same id
+and payload is the existing submission, the same id with another payload is
+refused. Completing a submission really runs its SQL, inside the ledger's
+write lock, so across any number of processes the SQL of one ``query_id``
+runs at most once. That is at-most-once per id on this platform, not a
+production exactly-once guarantee.
+
+Faults are one-shot and stored in the ledger, so a fault injected by a test
+in one process is consumed by the worker in another. A lost response and an
+undelivered request raise the very same exception with the very same text:
+the caller cannot tell "stored, answer lost" from "never arrived", which is
+the whole point of Q13-Q15.
+
+User SQL only ever runs in the read-only sandbox of :mod:`._orders_data`.
+"""
+
+from __future__ import annotations
+
+import enum
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ._db import apply_schema, connect, write
+from ._errors import Busy, InvalidInput, NotAllowed, NotFound, PlatformUnavailable
+from ._orders_data import (
+    APP_DAILY_SQL,
+    APP_MONTHLY_SQL,
+    MAX_RESULT_ROWS,
+    MAX_SQL_CHARS,
+    MONTHLY_BY_CHANNEL_SQL,
+    Sandbox,
+    SqlRefused,
+    SqlValue,
+    ensure_orders_database,
+    shape_problem,
+    statement_body,
+)
+
+__all__ = [
+    "APP_DAILY_SQL",
+    "APP_MONTHLY_SQL",
+    "LEDGER_SCHEMA_VERSION",
+    "MAX_QUERY_ID_CHARS",
+    "MAX_RESULT_ROWS",
+    "MAX_SQL_CHARS",
+    "MONTHLY_BY_CHANNEL_SQL",
+    "CancelAnswer",
+    "CheckAnswer",
+    "Fault",
+    "LookupAnswer",
+    "PlatformStatus",
+    "QueryResult",
+    "SqlValue",
+    "SubmitAnswer",
+    "SyntheticPlatform",
+]
+
+MAX_QUERY_ID_CHARS: Final = 200
+
+LEDGER_SCHEMA_VERSION: Final = 1
+LEDGER_SCHEMA: Final = """
+CREATE TABLE submissions (
+    query_id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    target TEXT NOT NULL,
+    target_version INTEGER NOT NULL,
+    sql TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled')),
+    polls INTEGER NOT NULL DEFAULT 0,
+    executions INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    columns_json TEXT,
+    rows_json TEXT
+);
+CREATE TABLE arrivals (
+    query_id TEXT PRIMARY KEY,
+    received INTEGER NOT NULL CHECK (received > 0)
+);
+CREATE TABLE faults (
+    fault TEXT PRIMARY KEY,
+    remaining INTEGER NOT NULL CHECK (remaining >= 0)
+)
+"""
+
+
+
+class PlatformStatus(enum.Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Fault(enum.Enum):
+    """One-shot faults; each is consumed by the next call it applies to."""
+
+    LOST_RESPONSE = "lost_response"  # submit arrives and is processed, the answer is lost
+    UNDELIVERED = "undelivered"  # submit never arrives: nothing stored, nothing counted
+    REJECT = "reject"  # a submit that would store a new submission is refused instead
+    LOOKUP_TIMEOUT = "lookup_timeout"  # lookup: nothing learnt, no poll counted
+    CANCEL_TIMEOUT = "cancel_timeout"  # cancel: nothing changed
+    EXEC_FAIL = "exec_fail"  # the next completion fails with a runtime error
+
+
+@dataclass(frozen=True, slots=True)
+class CheckAnswer:
+    ok: bool
+    reason: str | None
+    columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.ok != (self.reason is None) or (not self.ok and self.columns):
+            raise InvalidInput(f"CheckAnswer(ok={self.ok}, reason={self.reason!r}) is "
+                               "contradictory: a passed check has no reason, a failed one no columns")
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitAnswer:
+    accepted: bool
+    deduplicated: bool = False
+    status: PlatformStatus | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        refused = not (self.accepted or self.deduplicated or self.status) and bool(self.reason)
+        taken = self.accepted and self.reason is None and self.status is not None
+        if not (refused or taken):
+            raise InvalidInput(f"SubmitAnswer(accepted={self.accepted}, status={self.status}, "
+                               f"reason={self.reason!r}) is contradictory")
+
+
+@dataclass(frozen=True, slots=True)
+class LookupAnswer:
+    found: bool
+    status: PlatformStatus | None
+    submissions_received: int
+    error: str | None = None  # the platform's failure text when status is FAILED
+
+    def __post_init__(self) -> None:
+        if self.found != (self.status is not None) or self.submissions_received < 0:
+            raise InvalidInput(f"LookupAnswer(found={self.found}, status={self.status}, "
+                               f"submissions_received={self.submissions_received}) is contradictory")
+
+
+@dataclass(frozen=True, slots=True)
+class CancelAnswer:
+    found: bool
+    status: PlatformStatus | None
+
+    def __post_init__(self) -> None:
+        if self.found != (self.status is not None):
+            raise InvalidInput(f"CancelAnswer(found={self.found}, status={self.status}) is contradictory")
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    query_id: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[SqlValue, ...], ...]
+
+    def __post_init__(self) -> None:
+        if any(len(row) != len(self.columns) for row in self.rows):
+            raise InvalidInput(f"result of {self.query_id!r} has rows that do not match "
+                               f"its {len(self.columns)} columns")
+
+
+# --------------------------------------------------------------------------- ledger helpers
+def _require_query_id(query_id: object) -> str:
+    if not isinstance(query_id, str) or not query_id.strip():
+        raise InvalidInput(f"query_id must be a non-empty str, got {query_id!r:.80}; "
+                           "pass the query's stable id (Q1)")
+    if len(query_id) > MAX_QUERY_ID_CHARS:
+        raise InvalidInput(f"query_id {query_id[:40]!r}… is {len(query_id)} characters, "
+                           f"the limit is {MAX_QUERY_ID_CHARS}")
+    return query_id
+
+
+def _require_polls(polls: object) -> int | None:
+    if polls is None or (type(polls) is int and polls >= 1):
+        return polls
+    raise InvalidInput(f"auto_complete_after_polls must be None or an int >= 1, got {polls!r:.80}")
+
+
+def _fingerprint(sql: str, extra: str) -> str:
+    payload = [SyntheticPlatform.TARGET, SyntheticPlatform.TARGET_VERSION, sql, extra]
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()
+
+
+def _take_fault(conn: sqlite3.Connection, fault: Fault) -> bool:
+    """Consume one pending ``fault`` inside the caller's transaction; True if there was one."""
+    cursor = conn.execute(
+        "UPDATE faults SET remaining = remaining - 1 WHERE fault = ? AND remaining > 0",
+        (fault.value,),
+    )
+    return cursor.rowcount == 1
+
+
+def _unavailable_submit(query_id: str) -> PlatformUnavailable:
+    # One text for the lost response, the undelivered request and a busy
+    # ledger: nothing in the error may tell the caller which one happened.
+    return PlatformUnavailable(
+        f"the platform did not answer the submit of query {query_id!r}: it may or may not "
+        "have stored it; look it up with the same query_id before any resubmission (Q13-Q15)"
+    )
+
+
+def _conflict(query_id: str, stored: str, offered: str | None) -> str:
+    return (f"query_id {query_id!r} was submitted with another payload (fingerprint "
+            f"{stored[:12]}…, this one {(offered or 'none')[:12]}…); a retry must resend "
+            "the same SQL, a new query needs a new query_id (Q1, Q2, Q18)")
+
+
+@contextmanager
+def _setup_lock(directory: Path) -> Iterator[None]:
+    # Several worker processes may open a fresh directory at the same moment.
+    # Switching a new file to WAL is one step SQLite does not wait for: the
+    # loser gets "database is locked" at once, busy timeout or not. A file
+    # lock makes the first opener create both files while the others wait;
+    # once the files exist, opening them needs no lock.
+    with open(directory / "platform-setup.lock", "ab") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+# --------------------------------------------------------------------------- the platform
+class SyntheticPlatform:
+    """The external SQL platform, on its own ledger and orders files in ``directory``."""
+
+    TARGET: Final = "synthetic-sqlite"
+    TARGET_VERSION: Final = 1
+
+    def __init__(self, directory: str | os.PathLike[str], *,
+                 auto_complete_after_polls: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.auto_complete_after_polls = _require_polls(auto_complete_after_polls)
+        self.ledger_path = self.directory / "platform-ledger.db"
+        self.orders_path = self.directory / "platform-orders.db"
+        self._pid = -1
+        self._ledger_conn: sqlite3.Connection | None = None
+        self._sandbox_conn: Sandbox | None = None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with _setup_lock(self.directory):
+            orders = connect(self.orders_path)
+            try:
+                ensure_orders_database(orders)
+            finally:
+                orders.close()
+            apply_schema(self._ledger(), LEDGER_SCHEMA, LEDGER_SCHEMA_VERSION, "platform-ledger")
+
+    # ---------------------------------------------------------------- connections
+    def _ledger(self) -> sqlite3.Connection:
+        self._reopen_after_fork()
+        if self._ledger_conn is None:
+            self._ledger_conn = connect(self.ledger_path)
+        return self._ledger_conn
+
+    def _sandbox(self) -> Sandbox:
+        self._reopen_after_fork()
+        if self._sandbox_conn is None:
+            self._sandbox_conn = Sandbox(self.orders_path)
+        return self._sandbox_conn
+
+    def _reopen_after_fork(self) -> None:
+        # An SQLite connection must not be used on both sides of a fork(); a
+        # child that inherited this object opens its own (and leaves the
+        # parent's alone rather than closing it under the parent).
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._ledger_conn = self._sandbox_conn = None
+
+    def close(self) -> None:
+        if self._pid == os.getpid():
+            if self._ledger_conn is not None:
+                self._ledger_conn.close()
+            if self._sandbox_conn is not None:
+                self._sandbox_conn.close()
+        self._ledger_conn = self._sandbox_conn = None
+
+    def __enter__(self) -> SyntheticPlatform:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- remote calls
+    def check(self, sql: object) -> CheckAnswer:
+        """Validate ``sql`` without executing it (Q3); a bad statement is an answer, not an error."""
+        problem = shape_problem(sql)
+        if problem is not None:
+            return CheckAnswer(ok=False, reason=problem)
+        assert isinstance(sql, str)  # shape_problem refused everything else
+        try:
+            columns = self._sandbox().plan(statement_body(sql))
+        except SqlRefused as exc:
+            return CheckAnswer(ok=False, reason=f"sql does not plan against the orders schema: {exc}")
+        return CheckAnswer(ok=True, reason=None, columns=columns)
+
+    def submit(self, query_id: str, sql: str, fingerprint_extra: str = "") -> SubmitAnswer:
+        """Store a new submission as RUNNING, or answer for the one already under ``query_id``."""
+        _require_query_id(query_id)
+        if not isinstance(fingerprint_extra, str):
+            raise InvalidInput(f"fingerprint_extra must be a str, got {fingerprint_extra!r:.80}")
+        # The check reads only the orders file, which never changes: run it
+        # before the ledger transaction so that transaction stays short.
+        verdict = self.check(sql)
+        fingerprint = _fingerprint(sql, fingerprint_extra) if isinstance(sql, str) else None
+        conn = self._ledger()
+        answer: SubmitAnswer | None = None  # stays None when the request never arrived
+        lost = False
+        try:
+            with write(conn):
+                # An undelivered request never arrived: not stored, not even counted.
+                if not _take_fault(conn, Fault.UNDELIVERED):
+                    answer = self._receive(conn, query_id, sql, fingerprint, verdict)
+                    lost = _take_fault(conn, Fault.LOST_RESPONSE)
+        except Busy as exc:
+            raise _unavailable_submit(query_id) from exc
+        # Raised only after COMMIT: raising inside write() would roll back the
+        # stored submission, and a lost response is exactly "stored, unanswered".
+        if answer is None or lost:
+            raise _unavailable_submit(query_id)
+        return answer
+
+    def _receive(self, conn: sqlite3.Connection, query_id: str, sql: object,
+                 fingerprint: str | None, verdict: CheckAnswer) -> SubmitAnswer:
+        conn.execute(
+            "INSERT INTO arrivals (query_id, received) VALUES (?, 1) "
+            "ON CONFLICT (query_id) DO UPDATE SET received = received + 1",
+            (query_id,),
+        )
+        row = conn.execute(
+            "SELECT fingerprint, status FROM submissions WHERE query_id = ?", (query_id,)
+        ).fetchone()
+        if row is not None and row["fingerprint"] == fingerprint:
+            return SubmitAnswer(accepted=True, deduplicated=True,
+                                status=PlatformStatus(row["status"]))
+        if row is not None:
+            return SubmitAnswer(accepted=False, reason=_conflict(query_id, row["fingerprint"], fingerprint))
+        return self._admit(conn, query_id, sql, fingerprint, verdict)
+
+    def _admit(self, conn: sqlite3.Connection, query_id: str, sql: object,
+               fingerprint: str | None, verdict: CheckAnswer) -> SubmitAnswer:
+        """A first submission under ``query_id``: an explicit rejection, or stored as RUNNING."""
+        if _take_fault(conn, Fault.REJECT):
+            return SubmitAnswer(accepted=False, reason="permission denied for table orders")
+        if not verdict.ok:
+            return SubmitAnswer(accepted=False, reason=f"rejected by the platform: {verdict.reason}")
+        conn.execute(
+            "INSERT INTO submissions (query_id, fingerprint, target, target_version, sql, status) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (query_id, fingerprint, self.TARGET, self.TARGET_VERSION, sql,
+             PlatformStatus.RUNNING.value),
+        )
+        return SubmitAnswer(accepted=True, status=PlatformStatus.RUNNING)
+
+    def lookup(self, query_id: str) -> LookupAnswer:
+        """The platform's evidence for ``query_id``; found=False is an explicit not-found (Q15)."""
+        _require_query_id(query_id)
+        conn = self._ledger()
+        answer: LookupAnswer | None = None
+        try:
+            with write(conn):
+                if not _take_fault(conn, Fault.LOOKUP_TIMEOUT):
+                    answer = self._poll(conn, query_id)
+        except Busy as exc:
+            raise self._lookup_timeout(query_id) from exc
+        if answer is None:
+            raise self._lookup_timeout(query_id)
+        return answer
+
+    @staticmethod
+    def _lookup_timeout(query_id: str) -> PlatformUnavailable:
+        # A timeout is not "not found": it proves nothing, the query stays unknown.
+        return PlatformUnavailable(
+            f"the platform did not answer the lookup of query {query_id!r}; nothing was "
+            "learnt and the query stays unknown: look it up again, do not resubmit (Q15)"
+        )
+
+    def _poll(self, conn: sqlite3.Connection, query_id: str) -> LookupAnswer:
+        arrived = conn.execute("SELECT received FROM arrivals WHERE query_id = ?",
+                               (query_id,)).fetchone()
+        received = 0 if arrived is None else int(arrived["received"])
+        row = conn.execute("SELECT status, polls, sql, error FROM submissions WHERE query_id = ?",
+                           (query_id,)).fetchone()
+        if row is None:
+            return LookupAnswer(found=False, status=None, submissions_received=received)
+        # Only a lookup that reached a stored submission counts as a poll.
+        conn.execute("UPDATE submissions SET polls = polls + 1 WHERE query_id = ?", (query_id,))
+        status, error = PlatformStatus(row["status"]), row["error"]
+        limit = self.auto_complete_after_polls
+        if status is PlatformStatus.RUNNING and limit is not None and row["polls"] + 1 >= limit:
+            status, error = self._finish(conn, query_id, row["sql"])
+        return LookupAnswer(found=True, status=status, submissions_received=received, error=error)
+
+    def cancel(self, query_id: str) -> CancelAnswer:
+        """Cancel a RUNNING submission; a finished one keeps its outcome (Q21)."""
+        _require_query_id(query_id)
+        conn = self._ledger()
+        answer: CancelAnswer | None = None
+        try:
+            with write(conn):
+                if not _take_fault(conn, Fault.CANCEL_TIMEOUT):
+                    answer = self._cancel(conn, query_id)
+        except Busy as exc:
+            raise self._cancel_timeout(query_id) from exc
+        if answer is None:
+            raise self._cancel_timeout(query_id)
+        return answer
+
+    @staticmethod
+    def _cancel(conn: sqlite3.Connection, query_id: str) -> CancelAnswer:
+        row = conn.execute("SELECT status FROM submissions WHERE query_id = ?",
+                           (query_id,)).fetchone()
+        if row is None:
+            return CancelAnswer(found=False, status=None)
+        if PlatformStatus(row["status"]) is PlatformStatus.RUNNING:
+            conn.execute("UPDATE submissions SET status = ? WHERE query_id = ?",
+                         (PlatformStatus.CANCELLED.value, query_id))
+            return CancelAnswer(found=True, status=PlatformStatus.CANCELLED)
+        return CancelAnswer(found=True, status=PlatformStatus(row["status"]))
+
+    @staticmethod
+    def _cancel_timeout(query_id: str) -> PlatformUnavailable:
+        return PlatformUnavailable(
+            f"the platform did not answer the cancel of query {query_id!r}; whether it stopped "
+            "is unknown: look it up, cancelled is recorded only on evidence (Q21)"
+        )
+
+    # ---------------------------------------------------------------- the platform's own work
+    def complete(self, query_id: str) -> PlatformStatus:
+        """Finish a RUNNING submission now by running its SQL; any other status is returned as is."""
+        _require_query_id(query_id)
+        conn = self._ledger()
+        with write(conn):
+            row = conn.execute("SELECT status, sql FROM submissions WHERE query_id = ?",
+                               (query_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no submission for query {query_id!r} on the platform; "
+                               "submit it before completing it")
+            if PlatformStatus(row["status"]) is not PlatformStatus.RUNNING:
+                return PlatformStatus(row["status"])
+            return self._finish(conn, query_id, row["sql"])[0]
+
+    def _finish(self, conn: sqlite3.Connection, query_id: str,
+                sql: str) -> tuple[PlatformStatus, str | None]:
+        # Called inside a write transaction that just read status RUNNING: the
+        # ledger's write lock is held from that read to the status update, so
+        # no other process can run the same submission in between.
+        columns_json = rows_json = error = None
+        if _take_fault(conn, Fault.EXEC_FAIL):
+            error = "runtime error on the platform while executing the query (injected EXEC_FAIL)"
+        else:
+            try:
+                columns, rows = self._sandbox().run(statement_body(sql))
+                columns_json, rows_json = json.dumps(columns), json.dumps(rows)
+            except SqlRefused as exc:
+                error = f"query failed on the platform: {exc}"
+        status = PlatformStatus.FAILED if error else PlatformStatus.SUCCEEDED
+        # executions counts attempts, failed ones included: it is the
+        # duplicate-execution figure, so it errs on the side of counting.
+        conn.execute(
+            "UPDATE submissions SET status = ?, error = ?, columns_json = ?, rows_json = ?, "
+            "executions = executions + 1 WHERE query_id = ?",
+            (status.value, error, columns_json, rows_json, query_id),
+        )
+        return status, error
+
+    def result(self, query_id: str) -> QueryResult:
+        """Columns and rows of a SUCCEEDED submission."""
+        _require_query_id(query_id)
+        row = self._ledger().execute(
+            "SELECT status, error, columns_json, rows_json FROM submissions WHERE query_id = ?",
+            (query_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no submission for query {query_id!r} on the platform")
+        status = PlatformStatus(row["status"])
+        if status is not PlatformStatus.SUCCEEDED:
+            detail = f" ({row['error']})" if row["error"] else ""
+            raise NotAllowed(f"query {query_id!r} has no result: it is {status.value}{detail}; "
+                             "results exist only for succeeded queries")
+        rows = tuple(tuple(r) for r in json.loads(row["rows_json"]))
+        return QueryResult(query_id, tuple(json.loads(row["columns_json"])), rows)
+
+    # ---------------------------------------------------------------- test controls and figures
+    def inject(self, fault: Fault, count: int = 1) -> None:
+        """Arm ``fault`` for the next ``count`` matching calls, in any process using this ledger."""
+        if not isinstance(fault, Fault):
+            raise InvalidInput(f"fault must be a Fault, got {fault!r:.80}")
+        if type(count) is not int or count < 1:
+            raise InvalidInput(f"count must be an int >= 1, got {count!r:.80}")
+        conn = self._ledger()
+        with write(conn):
+            conn.execute(
+                "INSERT INTO faults (fault, remaining) VALUES (?, ?) "
+                "ON CONFLICT (fault) DO UPDATE SET remaining = remaining + excluded.remaining",
+                (fault.value, count),
+            )
+
+    def pending_faults(self) -> dict[Fault, int]:
+        rows = self._ledger().execute("SELECT fault, remaining FROM faults WHERE remaining > 0")
+        return {Fault(row["fault"]): row["remaining"] for row in rows}
+
+    def executions(self, query_id: str) -> int:
+        """How often the SQL of ``query_id`` really ran (must stay <= 1)."""
+        return self._figure("SELECT executions FROM submissions WHERE query_id = ?", query_id)
+
+    def submissions_received(self, query_id: str) -> int:
+        """Submit requests that arrived for ``query_id``: dedupe hits and rejections included."""
+        return self._figure("SELECT received FROM arrivals WHERE query_id = ?", query_id)
+
+    def _figure(self, select: str, query_id: str) -> int:
+        row = self._ledger().execute(select, (_require_query_id(query_id),)).fetchone()
+        return 0 if row is None else int(row[0])
