@@ -516,6 +516,25 @@ class SyntheticPlatform:
                 (fault.value, count),
             )
 
+    def clear_faults(self, fault: Fault | None = None) -> None:
+        """Disarm ``fault`` (or every fault): for a test whose call never reached the platform."""
+        with write(self._ledger()) as conn:
+            if fault is None:
+                conn.execute("DELETE FROM faults")
+            else:
+                conn.execute("DELETE FROM faults WHERE fault = ?", (fault.value,))
+
+    def status(self, query_id: str) -> PlatformStatus | None:
+        """What the ledger holds for ``query_id``, read without counting as a poll.
+
+        For observers (a conformance kit, an operator); a worker asks with
+        :meth:`lookup`, which is a remote call that can time out.
+        """
+        _require_query_id(query_id)
+        row = self._ledger().execute("SELECT status FROM submissions WHERE query_id = ?",
+                                     (query_id,)).fetchone()
+        return None if row is None else PlatformStatus(row["status"])
+
     def pending_faults(self) -> dict[Fault, int]:
         rows = self._ledger().execute("SELECT fault, remaining FROM faults WHERE remaining > 0")
         return {Fault(row["fault"]): row["remaining"] for row in rows}

@@ -1,0 +1,500 @@
+"""The query worker: claims authorized queries and stays responsible for them.
+
+Theory of operation. One public method per model step, so the lockstep kit
+can drive single steps, and :meth:`Worker.run_once` / :meth:`Worker.run_until_idle`
+chain them for normal operation.
+
+- :meth:`Worker.claim` takes a queued query, or a live one whose lease
+  expired, and increments ``lease_epoch`` (Q11). The worker remembers the
+  epoch it claimed with; every later write is ``UPDATE … WHERE lease_epoch =
+  <that epoch>`` inside ``BEGIN IMMEDIATE``, and a worker whose lease was
+  taken over gets :class:`StaleLease` naming both epochs and changes nothing.
+- :meth:`Worker.begin_submit` commits ``submitting`` and the count *before*
+  the platform is called (Q12): if the process dies after that commit,
+  recovery sees "possibly submitted" and looks up instead of resubmitting
+  (Q13). :meth:`Worker.call_submit` then calls the platform outside any
+  transaction and records its answer; no answer is ``submission_unknown``,
+  never ``failed`` (Q14, Q17).
+- :meth:`Worker.lookup` resolves unknown only on evidence; a lookup timeout
+  proves nothing and is logged as a self-loop (Q15). :meth:`Worker.resubmit`
+  is allowed only after an explicit not-found, at most 3 submissions in all
+  (Q16), always under the same ``query_id`` (Q1).
+- :meth:`Worker.settle_cancel` turns a cancel request into the platform's
+  evidence: cancelled, or the outcome that already happened (Q21).
+
+A terminal outcome is committed first, then its result notification is
+queued in a second transaction. The gap is deliberate and named
+(``after_terminal_stored``): a worker that dies there left a settled query
+with no notification, and :meth:`Worker.recover_notifications` (run at the
+start of every :meth:`Worker.run_once`) queues it exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from ..model.query import LIVE, MAX_SUBMISSIONS
+from ..model.query import QueryState as S
+from ._crash import CrashPoints
+from ._db import write
+from ._errors import InvalidInput, NotAllowed, PlatformUnavailable, StaleLease
+from ._events import apply_step
+from ._platform import LookupAnswer, PlatformStatus, SyntheticPlatform
+from ._schema import open_store
+from ._store import Clock, iso, message_row, new_id, query_row, require_id, task_row, utc_now
+
+__all__ = ["SETTLED_PHASE", "Worker", "notification_text"]
+
+# The task phase a settled query moves its task to, when it may (Q24).
+SETTLED_PHASE: Final = {S.SUCCEEDED: "answered", S.FAILED: "query_failed",
+                        S.CANCELLED: "query_cancelled", S.EXHAUSTED: "query_not_run"}
+_TERMINAL: Final = (*SETTLED_PHASE, S.CHECK_FAILED, S.INVALIDATED, S.SUPERSEDED)
+_MAX_CHAIN: Final = 12  # steps advance() takes on one query before yielding
+
+
+class Worker:
+    """One worker process's view: a name, the lease epochs it holds, a connection."""
+
+    def __init__(self, store_path: str | Path, platform: SyntheticPlatform, name: str,
+                 lease_seconds: float, clock: Clock | None = None,
+                 crash: CrashPoints | None = None) -> None:
+        require_id("name", name)
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float) \
+                or lease_seconds < 0:
+            raise InvalidInput(f"lease_seconds must be a number >= 0, got {lease_seconds!r:.80}; "
+                               "pass how long a claim lasts without a step, e.g. 30")
+        self.name = name
+        self.platform = platform
+        self.lease_seconds = float(lease_seconds)
+        self.held: dict[str, int] = {}  # query_id -> the lease_epoch this worker claimed with
+        self._clock: Clock = clock or utc_now
+        self._crash = crash or CrashPoints()
+        self._conn = open_store(store_path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- plumbing
+    def _now(self) -> datetime:
+        return self._clock()
+
+    @property
+    def _params(self) -> dict[str, str]:
+        return {"worker": self.name}
+
+    def _expiry(self, now: datetime) -> float:
+        return (now + timedelta(seconds=self.lease_seconds)).timestamp()
+
+    def _held_row(self, conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
+        """The row, if this worker still holds its current lease; else StaleLease/NotAllowed."""
+        require_id("query_id", query_id)
+        row = query_row(conn, query_id)
+        mine = self.held.get(query_id)
+        if mine is None:
+            raise NotAllowed(f"worker {self.name!r} holds no lease on query {query_id!r}; claim "
+                             "it first (Q11)")
+        if row["lease_epoch"] != mine:
+            raise StaleLease(f"worker {self.name!r} claimed query {query_id!r} with lease_epoch "
+                             f"{mine}, the row is at lease_epoch {row['lease_epoch']} (taken over "
+                             f"by {row['lease_owner']!r}); nothing was written, leave the query to "
+                             "the current owner (Q11)")
+        return row
+
+    @contextmanager
+    def _fenced(self, query_id: str) -> Iterator[tuple[sqlite3.Connection, sqlite3.Row]]:
+        with write(self._conn) as conn:
+            yield conn, self._held_row(conn, query_id)
+
+    def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
+              updates: Mapping[str, Any] | None = None) -> S:
+        now = self._now()
+        apply_step(conn, row["query_id"], trigger=trigger, params=self._params,
+                   from_state=S(row["execution_state"]), to_state=to_state, at=iso(now),
+                   updates={**(updates or {}), "lease_expires_at": self._expiry(now)},
+                   epoch=row["lease_epoch"])
+        return to_state
+
+    def _touch(self, conn: sqlite3.Connection, row: sqlite3.Row) -> S:
+        """Nothing learnt that the model tracks: renew the lease, log nothing."""
+        conn.execute("UPDATE queries SET lease_expires_at = ? WHERE query_id = ? AND lease_epoch = ?",
+                     (self._expiry(self._now()), row["query_id"], row["lease_epoch"]))
+        return S(row["execution_state"])
+
+    def _settle(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S, *,
+                result: Mapping[str, Any] | None = None, error: str | None = None) -> S:
+        # Q24: the outcome carries query_id, task_id and condition_version (on
+        # the row); it moves the task's phase only if the task is still at
+        # the version the query was authorized at and not waiting for a
+        # clarification. A late result changes nothing about the current task.
+        task = task_row(conn, row["task_id"])
+        moved = (task["condition_version"] == row["authorized_version"]
+                 and not task["awaiting_clarification"])
+        if moved:
+            conn.execute("UPDATE tasks SET phase = ? WHERE task_id = ?",
+                         (SETTLED_PHASE[to_state], row["task_id"]))
+        ref = (f"{self.platform.TARGET}/{self.platform.TARGET_VERSION}/{row['query_id']}"
+               if result is not None else None)
+        return self._step(conn, row, trigger, to_state, {
+            "phase_moved": int(moved), "result_ref": ref,
+            "result_json": None if result is None else json.dumps(result, ensure_ascii=False),
+            "error": error, "settled_at": iso(self._now())})
+
+    def _after_commit(self, query_id: str, state: S) -> S:
+        if state in SETTLED_PHASE:
+            self._crash.hit("after_terminal_stored")
+            self.queue_notification(query_id)
+        return state
+
+    def _result(self, query_id: str) -> dict[str, Any]:
+        found = self.platform.result(query_id)
+        return {"columns": list(found.columns), "rows": [list(r) for r in found.rows]}
+
+    # ---------------------------------------------------------------- claim (Q11)
+    def claim(self, query_id: str | None = None) -> str | None:
+        """Claim ``query_id`` (NotAllowed if it cannot be claimed) or the oldest claimable query."""
+        now = self._now()
+        with write(self._conn) as conn:
+            if query_id is not None:
+                row = query_row(conn, require_id("query_id", query_id))
+                reason = self._unclaimable(row, now)
+                if reason:
+                    raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
+            else:
+                found = next((r for r in self._live(conn) if not self._unclaimable(r, now)), None)
+                if found is None:
+                    return None
+                row = found
+            epoch = row["lease_epoch"] + 1
+            apply_step(conn, row["query_id"], trigger="claim", params=self._params,
+                       from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
+                       at=iso(now), epoch=row["lease_epoch"],
+                       updates={"lease_epoch": epoch, "lease_owner": self.name,
+                                "lease_expires_at": self._expiry(now)})
+        self.held[row["query_id"]] = epoch
+        return str(row["query_id"])
+
+    @staticmethod
+    def _live(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+        marks = ", ".join("?" for _ in LIVE)
+        return conn.execute(f"SELECT * FROM queries WHERE execution_state IN ({marks}) "
+                            "ORDER BY created_at, query_id", [s.value for s in LIVE]).fetchall()
+
+    def _unclaimable(self, row: sqlite3.Row, now: datetime) -> str | None:
+        state = S(row["execution_state"])
+        if state not in LIVE:
+            return f"it is {state.value}; only authorized, unsettled queries are claimed"
+        if self.held.get(row["query_id"]) == row["lease_epoch"]:
+            return f"it already holds lease_epoch {row['lease_epoch']}"
+        expires = row["lease_expires_at"]
+        if row["lease_owner"] is not None and expires is not None and expires > now.timestamp():
+            return (f"worker {row['lease_owner']!r} holds lease_epoch {row['lease_epoch']} until "
+                    f"{iso(datetime.fromtimestamp(expires, now.tzinfo))}; wait for it to expire")
+        return None
+
+    # ---------------------------------------------------------------- submit (Q12, Q14, Q17)
+    def begin_submit(self, query_id: str) -> S:
+        """queued → submitting, submissions+1, submit_epoch; COMMIT, and nothing else (Q12)."""
+        with self._fenced(query_id) as (conn, row):
+            self._require(row, "begin_submit", S.QUEUED)
+            state = self._step(conn, row, "begin_submit", S.SUBMITTING, {
+                "submissions": row["submissions"] + 1, "submit_epoch": row["lease_epoch"]})
+        self._crash.hit("after_submitting_commit")
+        return state
+
+    def call_submit(self, query_id: str) -> S:
+        """Call the platform (outside any transaction) and record its answer."""
+        row = self._held_row(self._conn, query_id)
+        self._require(row, "call_submit", S.SUBMITTING)
+        if row["submit_epoch"] != row["lease_epoch"]:
+            raise NotAllowed(f"query {query_id!r} was left submitting by lease_epoch "
+                             f"{row['submit_epoch']}: it is possibly submitted, look it up "
+                             "before any resubmission (Q13)")
+        sql = row["sql"]
+        try:
+            answer = self.platform.submit(query_id, sql)
+        except PlatformUnavailable:
+            answer = None  # lost answer or undelivered request: the worker cannot tell (Q14)
+        self._crash.hit("after_platform_stored")
+        with self._fenced(query_id) as (conn, row):
+            self._require(row, "call_submit", S.SUBMITTING)
+            if answer is None:
+                state = self._step(conn, row, "submit_unanswered", S.UNKNOWN)
+            elif answer.accepted:
+                state = self._step(conn, row, "submit_answered", S.RUNNING)
+            else:  # an explicit rejection is the platform's word (Q17)
+                state = self._settle(conn, row, "submit_rejected", S.FAILED, error=answer.reason)
+        return self._after_commit(query_id, state)
+
+    # ---------------------------------------------------------------- lookup (Q13, Q15)
+    def lookup(self, query_id: str) -> S:
+        """Ask the platform about ``query_id`` and record only what its answer proves."""
+        # Checked before the call (no call without a lease) and again when recording.
+        row = self._held_row(self._conn, query_id)
+        state = S(row["execution_state"])
+        recovering = state is S.SUBMITTING and row["submit_epoch"] != row["lease_epoch"]
+        if state not in (S.UNKNOWN, S.RUNNING) and not recovering:
+            own = "; finish its own submit call first" if state is S.SUBMITTING else ""
+            raise NotAllowed(f"cannot look up query {query_id!r}: it is {state.value}{own}; "
+                             "lookups resolve submission_unknown, a recovered submitting or "
+                             "running (Q15)")
+        answer: LookupAnswer | None
+        try:
+            answer = self.platform.lookup(query_id)
+        except PlatformUnavailable:
+            answer = None  # a timeout is not "not found": nothing was learnt (Q15)
+        result = self._result(query_id) if answer and answer.status is PlatformStatus.SUCCEEDED else None
+        with self._fenced(query_id) as (conn, row):
+            self._require(row, "lookup", state)
+            if answer is None:
+                new = self._step(conn, row, "lookup_timeout", state)
+            else:
+                new = self._record_evidence(conn, row, answer.found, answer.status, result,
+                                            answer.error)
+        return self._after_commit(query_id, new)
+
+    def _record_evidence(self, conn: sqlite3.Connection, row: sqlite3.Row, found: bool,
+                         status: PlatformStatus | None, result: Mapping[str, Any] | None,
+                         error: str | None) -> S:
+        state = S(row["execution_state"])
+        if not found:
+            # Explicit not-found: resubmission may follow (Q16). A running
+            # query the platform forgot is not a case the model knows: keep it.
+            if state is S.RUNNING:
+                return self._touch(conn, row)
+            return self._step(conn, row, "lookup_not_found", S.NOT_FOUND)
+        if status is PlatformStatus.RUNNING:
+            if state is S.RUNNING:
+                return self._touch(conn, row)
+            return self._step(conn, row, "lookup_running", S.RUNNING)
+        if status is PlatformStatus.SUCCEEDED:
+            return self._settle(conn, row, "lookup_succeeded", S.SUCCEEDED, result=result)
+        if status is PlatformStatus.FAILED:
+            return self._settle(conn, row, "lookup_failed", S.FAILED,
+                                error=error or "the platform reports the query failed")
+        # Cancelled. Only our own cancel call cancels on this platform, and it is
+        # never made from submitting; were it seen there anyway, the evidence is
+        # still recorded (and the trace checker would flag the step).
+        return self._settle(conn, row, "lookup_cancelled", S.CANCELLED)
+
+    # ---------------------------------------------------------------- resubmit (Q16)
+    def resubmit(self, query_id: str) -> S:
+        """From an explicit not-found: submitting again (same id), or exhausted at 3."""
+        with self._fenced(query_id) as (conn, row):
+            self._require(row, "resubmit", S.NOT_FOUND)
+            if row["cancel_state"] != "none":
+                raise NotAllowed(f"cannot resubmit query {query_id!r}: a cancel is requested; "
+                                 "settle the cancel instead (Q16, Q21)")
+            if row["submissions"] >= MAX_SUBMISSIONS:
+                state = self._settle(conn, row, "resubmit", S.EXHAUSTED)
+            else:
+                state = self._step(conn, row, "resubmit", S.SUBMITTING, {
+                    "submissions": row["submissions"] + 1, "submit_epoch": row["lease_epoch"]})
+        if state is S.SUBMITTING:
+            self._crash.hit("after_submitting_commit")
+        return self._after_commit(query_id, state)
+
+    # ---------------------------------------------------------------- cancel (Q21)
+    def settle_cancel(self, query_id: str) -> S:
+        """Act on a cancel request: cancelled only on the platform's evidence; success stands."""
+        row = self._held_row(self._conn, query_id)
+        state = S(row["execution_state"])
+        if row["cancel_state"] != "requested":
+            raise NotAllowed(f"query {query_id!r} has no cancel request; nothing to settle, "
+                             "look it up instead")
+        if state is S.NOT_FOUND:  # the platform has nothing: cancel on that evidence
+            with self._fenced(query_id) as (conn, row):
+                self._require(row, "settle_cancel", S.NOT_FOUND)
+                new = self._settle(conn, row, "confirm_cancel", S.CANCELLED)
+            return self._after_commit(query_id, new)
+        if state not in (S.UNKNOWN, S.RUNNING):
+            raise NotAllowed(f"cannot settle the cancel of query {query_id!r} while it is "
+                             f"{state.value}; finish the submit call or look it up first (Q13)")
+        try:
+            answer = self.platform.cancel(query_id)
+        except PlatformUnavailable:
+            answer = None
+        status = None if answer is None else answer.status
+        result = self._result(query_id) if status is PlatformStatus.SUCCEEDED else None
+        with self._fenced(query_id) as (conn, row):
+            self._require(row, "settle_cancel", state)
+            if answer is None:  # the cancel may or may not have happened: no evidence, no event
+                new = self._touch(conn, row)
+            elif status is PlatformStatus.CANCELLED:
+                new = self._settle(conn, row, "cancel_confirmed", S.CANCELLED)
+            else:
+                new = self._record_evidence(conn, row, answer.found, status, result, None)
+        return self._after_commit(query_id, new)
+
+    def _require(self, row: sqlite3.Row, step: str, *states: S) -> None:
+        state = S(row["execution_state"])
+        if state not in states:
+            raise NotAllowed(f"worker {self.name!r} cannot {step} query {row['query_id']!r}: it is "
+                             f"{state.value}, {step} needs {' or '.join(s.value for s in states)}; "
+                             "take the step its state allows (see run_once)")
+
+    # ---------------------------------------------------------------- notifications (Q24, Q25, M2)
+    def queue_notification(self, query_id: str) -> str | None:
+        """Queue the result notification of a settled query once; its id, or None if not due."""
+        now = iso(self._now())
+        with write(self._conn) as conn:
+            query = query_row(conn, require_id("query_id", query_id))
+            state = S(query["execution_state"])
+            if state not in SETTLED_PHASE or not query["submissions"] or not query["budget_message_id"]:
+                return None  # nothing ran on the platform: nothing to tell
+            old = conn.execute("SELECT notification_id FROM notifications WHERE query_id = ?",
+                               (query_id,)).fetchone()
+            if old is not None:
+                return str(old["notification_id"])
+            budget = message_row(conn, query["budget_message_id"])
+            task = task_row(conn, query["task_id"])
+            conditions = json.loads(conn.execute(
+                "SELECT conditions FROM task_conditions WHERE task_id = ? AND version = ?",
+                (query["task_id"], query["condition_version"])).fetchone()["conditions"])
+            result = None if query["result_json"] is None else json.loads(query["result_json"])
+            text = notification_text(query, task["condition_version"], conditions, result)
+            message_id, notification_id = new_id("msg"), new_id("note")
+            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages").fetchone()[0]
+            # The notification is a message the agent reads, never one that
+            # authorizes (Q25); it inherits the budget message's clock (M2).
+            conn.execute(
+                "INSERT INTO messages (message_id, seq, session_id, user_id, text, kind, "
+                "request_clock_utc, time_zone, attribution, task_id, received_at) "
+                "VALUES (?, ?, ?, ?, ?, 'notification', ?, ?, 'attributed', ?, ?)",
+                (message_id, seq, query["session_id"], query["user_id"], text,
+                 budget["request_clock_utc"], budget["time_zone"], query["task_id"], now))
+            conn.execute(
+                "INSERT INTO notifications (notification_id, query_id, task_id, condition_version, "
+                "sql, outcome, result, budget_message_id, request_clock_utc, time_zone, "
+                "message_id, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (notification_id, query_id, query["task_id"], query["condition_version"],
+                 query["sql"], state.value, query["result_json"], budget["message_id"],
+                 budget["request_clock_utc"], budget["time_zone"], message_id, text, now))
+        return notification_id
+
+    def recover_notifications(self) -> list[str]:
+        """Queue the notification of every settled query that has none (after a crash)."""
+        marks = ", ".join("?" for _ in SETTLED_PHASE)
+        rows = self._conn.execute(
+            f"SELECT q.query_id FROM queries AS q LEFT JOIN notifications AS n "
+            f"ON n.query_id = q.query_id WHERE n.query_id IS NULL AND q.submissions > 0 "
+            f"AND q.budget_message_id IS NOT NULL AND q.execution_state IN ({marks}) "
+            "ORDER BY q.created_at, q.query_id", [s.value for s in SETTLED_PHASE]).fetchall()
+        queued = [self.queue_notification(row["query_id"]) for row in rows]
+        return [n for n in queued if n is not None]
+
+    # ---------------------------------------------------------------- normal operation
+    def advance(self, query_id: str) -> S:
+        """Take the steps a held query allows until it settles or waits on the platform."""
+        state = S(query_row(self._conn, query_id)["execution_state"])
+        for _ in range(_MAX_CHAIN):
+            if state in _TERMINAL:
+                self.queue_notification(query_id)
+                return state
+            new = self._next_step(query_id)
+            if new == state:
+                return state  # waiting on the platform (or nothing learnt this time)
+            state = new
+        return state
+
+    def _next_step(self, query_id: str) -> S:
+        row = query_row(self._conn, query_id)
+        state, cancel = S(row["execution_state"]), row["cancel_state"] == "requested"
+        if state is S.QUEUED:
+            self.begin_submit(query_id)
+            return self.call_submit(query_id)
+        if state is S.SUBMITTING:
+            own = row["submit_epoch"] == row["lease_epoch"]
+            return self.call_submit(query_id) if own else self.lookup(query_id)
+        if cancel:
+            return self.settle_cancel(query_id)
+        if state is S.NOT_FOUND:
+            return self.resubmit(query_id)
+        return self.lookup(query_id)
+
+    def run_once(self) -> bool:
+        """One pass over the queries this worker holds or may claim; True if anything happened."""
+        progress = bool(self.recover_notifications())
+        now = self._now()
+        for row in self._live(self._conn):
+            qid = row["query_id"]
+            before = self._event_count(qid)
+            try:
+                if self.held.get(qid) != row["lease_epoch"]:
+                    if self._unclaimable(row, now):
+                        continue
+                    self.claim(qid)
+                self.advance(qid)
+            except NotAllowed:  # StaleLease included
+                continue  # taken over or cancelled meanwhile: look again next pass
+            progress = progress or self._event_count(qid) != before
+        return progress
+
+    def run_until_idle(self, max_passes: int = 50) -> int:
+        """Repeat :meth:`run_once` until a pass changes nothing; returns the passes run."""
+        for done in range(1, max_passes + 1):
+            if not self.run_once():
+                return done
+        return max_passes
+
+    def _event_count(self, query_id: str) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM query_events WHERE query_id = ?",
+                                      (query_id,)).fetchone()[0])
+
+
+# --------------------------------------------------------------------------- notification text
+def notification_text(query: sqlite3.Row, task_version: int, conditions: Mapping[str, Any],
+                      result: Mapping[str, Any] | None) -> str:
+    """What the agent is told: the query's own question, outcome and, if late, that it is late."""
+    qid, version = query["query_id"], query["condition_version"]
+    about = ", ".join(f"{k}={_plain(v)}" for k, v in sorted(conditions.items())) or "no conditions"
+    state = S(query["execution_state"])
+    if state is S.SUCCEEDED and result is not None:
+        outcome = f"result: {_render(result)}"
+    elif state is S.SUCCEEDED:
+        outcome = "it succeeded"
+    elif state is S.FAILED:
+        outcome = f"it failed: {query['error']}"
+    elif state is S.CANCELLED:
+        outcome = "it was cancelled and did not finish"
+    else:
+        outcome = f"it was not found on the platform after {query['submissions']} submissions"
+    if task_version != version:
+        return (f"Late outcome of query {qid}: it answers the earlier question of task "
+                f"{query['task_id']} at condition version {version} ({about}), not the current "
+                f"version {task_version}; the earlier {outcome}.")
+    return (f"Outcome of query {qid} for task {query['task_id']} at condition version {version} "
+            f"({about}): {outcome}.")
+
+
+def _render(result: Mapping[str, Any]) -> str:
+    columns, rows = result["columns"], result["rows"]
+    if not rows:
+        return "no rows"
+    shown = ["; ".join(", ".join(f"{c} {_cell(c, v)}" for c, v in zip(columns, r, strict=True))
+                       for r in rows[:5])]
+    if len(rows) > 5:
+        shown.append(f"… {len(rows)} rows in all")
+    return " ".join(shown)
+
+
+def _cell(column: str, value: object) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = f"{value:,.2f}".rstrip("0").rstrip(".")
+        return f"{number} yuan" if column.endswith("_yuan") else number
+    return _plain(value)
+
+
+def _plain(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
