@@ -69,6 +69,11 @@ class Variable:
     initial: Value
     meaning: str
     ghost: bool = False  # specification-only history, not stored by an implementation
+    logged: bool = True  # an implementation's event log records it (ghosts never)
+
+    @property
+    def observable(self) -> bool:
+        return self.logged and not self.ghost
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +204,11 @@ class Protocol:
     actors: Mapping[str, str] = field(default_factory=dict)
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
     _by_source: dict[str, tuple[Transition, ...]] = field(init=False, repr=False, compare=False)
+    # Per state: (params, the transitions of one trigger group those params fit, in priority
+    # order), in the order ``enabled`` offers them. Precomputed because the explorer calls
+    # ``enabled`` once per configuration and the parameter products dominated its cost.
+    _plan: dict[str, tuple[tuple[Params, tuple[Transition, ...]], ...]] = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {v.name: i for i, v in enumerate(self.variables)})
@@ -209,6 +219,10 @@ class Protocol:
         # Higher priority first, then declaration order: the order the oracle tries them in.
         object.__setattr__(self, "_by_source", {
             s: tuple(sorted(ts, key=lambda t: -t.priority)) for s, ts in by_source.items()})
+        object.__setattr__(self, "_plan", {
+            s: tuple((params, tuple(t for t in group if _params_fit(t, params)))
+                     for _trigger, group in _by_trigger(ts) for params in _param_union(group))
+            for s, ts in self._by_source.items()})
         from ._validate import validate
         validate(self)
 
@@ -284,11 +298,10 @@ class Protocol:
     def enabled(self, config: Config) -> Iterator[Step]:
         """Every step the configuration allows, honouring priorities."""
         v = self.view(config)
-        for _trigger, group in _by_trigger(self.transitions_from(config.state)):
-            for params in _param_union(group):
-                step = self._first_enabled(group, config, v, params)
-                if step is not None:
-                    yield step
+        for params, fitting in self._plan.get(config.state, ()):
+            step = self._first_enabled(fitting, config, v, params)
+            if step is not None:
+                yield step
 
     def fire(self, config: Config, trigger: str, params: Params = NO_PARAMS) -> Step:
         """The step ``trigger`` takes from ``config``, or :class:`IllegalTransition`."""
@@ -306,10 +319,12 @@ class Protocol:
 
     def _first_enabled(self, group: Iterable[Transition], config: Config, v: Vars,
                        params: Params) -> Step | None:
+        """The first of ``group`` whose guards pass; every member must fit ``params``."""
         for t in group:
-            if not _params_fit(t, params):
-                continue
-            if all(g(v, params) for g in t.guards):
+            for g in t.guards:  # a plain loop: this is the explorer's innermost call
+                if not g.fn(v, params):
+                    break
+            else:
                 after = Config(t.target(config.state), self.replace(config, t.effect(v, params)))
                 return Step(t, params, after)
         return None

@@ -25,8 +25,10 @@ with, 0 when it holds none. A claim increments the row's ``lease_epoch``
 (Q11); every later worker write is guarded by ``fresh_lease`` (the worker
 holds the row's current epoch), so a paused worker whose lease was taken
 over has no enabled write at all: its write changes nothing. A crash clears
-what the crashed worker held; in a composition of several queries the crash
-is ``sync``: it hits all of that worker's leases at once.
+the crashed worker's lease on this query. A whole worker process dying is
+the same as a crash on each query it held, one after another; the
+interleavings of a composition cover that (and more, which is safe: the
+model may allow more than reality, never less).
 
 ``submit_epoch`` remembers under which lease ``submitting`` was committed.
 Only that lease may make the platform call (Q12); any later lease finds
@@ -367,7 +369,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    "the worker process dies; its leases are gone, the rows stay", ("Q11", "Q13"),
                    guards=(HOLDING, epochs_left),
                    effect=_effect("held[worker] := 0", lambda v, p: {"held": _set_held(v, p, 0)}),
-                   actor="environment", params=(worker,), sync=True, observed_as=None),
+                   actor="environment", params=(worker,), observed_as=None),
     ]
     variables = (
         Variable("submissions", tuple(range(MAX_SUBMISSIONS + 1)), 0,
@@ -375,9 +377,12 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Variable("cancel_state", ("none", "requested"), "none", "cancel intent, apart from state (Q19)"),
         Variable("lease_epoch", epochs, 0, "epoch of the latest claim (Q11)"),
         Variable("held", tuple(_tuples(epochs, workers)), (0,) * workers,
-                 "the epoch each worker claimed with; 0 = none"),
+                 "the epoch each worker claimed with; 0 = none (in the workers' memory)",
+                 logged=False),
         Variable("submit_epoch", epochs, 0, "the lease under which submitting was committed (Q12)"),
-        Variable("platform", PLATFORM_STATES, P_NONE, "the platform's state for this query_id (Q18)"),
+        Variable("platform", PLATFORM_STATES, P_NONE,
+                 "the platform's state for this query_id (in the platform's ledger) (Q18)",
+                 logged=False),
         Variable("task_version", tuple(range(1, max_task_version + 1)), 1,
                  "the task's current condition version (T1)"),
         Variable("authorized_version", tuple(range(max_task_version + 1)), 0,
