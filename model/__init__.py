@@ -25,15 +25,18 @@ from ._core import (
     Vars,
 )
 from ._rules import RULES
-from .query import QUERY, build_query_machine
+from .approval import APPROVAL, ApprovalState, build_approval_machine
+from .query import QUERY, QueryState, build_query_machine
 
 # Every declared machine, by the name the command line uses.
-MACHINES: dict[str, Protocol] = {"query": QUERY}
+MACHINES: dict[str, Protocol] = {"query": QUERY, "approval": APPROVAL}
 
 __all__ = [
+    "APPROVAL",
     "MACHINES",
     "QUERY",
     "RULES",
+    "ApprovalState",
     "Config",
     "DeclarationError",
     "Effect",
@@ -44,6 +47,7 @@ __all__ = [
     "Param",
     "Params",
     "Protocol",
+    "QueryState",
     "Snapshot",
     "State",
     "Step",
@@ -51,5 +55,6 @@ __all__ = [
     "Transition",
     "Variable",
     "Vars",
+    "build_approval_machine",
     "build_query_machine",
 ]

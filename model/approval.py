@@ -1,0 +1,438 @@
+"""The approved-write protocol (PROTOCOL.md rules A1–A8, R1–R6, W1–W6, V1) as one table.
+
+Theory of operation
+-------------------
+One configuration describes ONE write tool call (create order, cancel order,
+adjust stock, list/unlist) from the agent's proposal until it is settled:
+answered with its first result, refused, expired, cancelled, or handed to a
+person. The control state is where the runtime's checkpoint says the call is
+*plus one fact the runtime cannot see*: whether the business transaction has
+committed.
+
+- The business store is folded in, like the platform in the query machine.
+  Its commit is a ``platform`` step (``commit``: ``executing → committed``)
+  that leaves no event in the runtime's log. ``executing`` therefore means
+  "the handler may have started, nothing committed yet" and ``committed``
+  means "committed, result not yet checkpointed"; the runtime sees both as
+  ``executing`` and must ask the business store (A3, A4). ``commits`` counts
+  business commits under this call's token, up to 2 so that a double commit
+  is representable and the explorer can show how it would happen.
+- The runtime checkpoints ``executing`` BEFORE it enters the handler (the
+  same move as Q12's ``submitting``). So ``approved`` in a checkpoint means
+  "the handler was certainly not entered": a crash there (R3) resumes by
+  simply executing the original call. ``executing`` means "possibly
+  entered": a restart from it goes to ``recovering`` and looks up first.
+- Crashes are ``environment`` transitions, one per window R1–R6. A crash
+  changes no variable: everything that matters is durable in the checkpoint
+  or the business store, and in particular a restart never recomputes the
+  deadline (A2). Crashes from ``executing`` and ``committed`` share one
+  observed name, because the restarted runtime cannot tell them apart.
+- The deadline is a boolean only the environment sets (``deadline_passes``);
+  the runtime compares the stored absolute instant with its clock.
+- ``recovering`` first compares the checkpoint's schema fingerprint with the
+  tool's current contract (an upgrade is the environment step
+  ``contract_changed``); incompatible → ``unknown`` without a lookup. Then
+  the reconciler answers: found → the FIRST stored result, restored as is
+  (``result := first``; a result rebuilt from current rows would be
+  ``rebuilt`` and is a violation); absent → one re-run with the original
+  token and automatic retries off (A5), or ``cancelled`` if a cancel was
+  requested (the re-run is a side effect that has not started, A7), or
+  ``unknown`` if the one re-run is used up; conflict or a failed lookup →
+  ``unknown``.
+- ``unknown`` never writes. Only a person leaves it: ``reconcile`` settles
+  the call by hand, ``resume_lookup`` asks for another lookup once the store
+  is readable again (it cannot buy a second re-run: ``rerun`` is kept).
+- Cancel (A7) ends a call that has not started (pending, approved); from
+  ``executing`` on it only records ``cancel_requested``: it stops automatic
+  retries and a not-yet-started re-run, never a commit that happened. A
+  committed result stands; cancel after the result checkpoint is illegal
+  (it is not a rollback — a compensating call is a new call).
+- Automatic retries (``retry``) resend the same token; they exist only for
+  tools that declare ``retry_safe`` and never after an ``absent`` lookup
+  (A5). A retry after the commit returns the stored first result (W2), so
+  it stays in ``committed``.
+
+A8 (one session's create/approve/resume/cancel are mutually exclusive)
+concerns several calls of one session and is not a step of this one-call
+machine; the runtime enforces it with a session lock and tests check it.
+
+Bounds: ``auto_retries`` automatic retries per run; ``handler_entries`` then
+never exceeds ``auto_retries + 2`` (first try, its retries, one re-run).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+from ._core import (
+    Effect,
+    Guard,
+    Invariant,
+    Param,
+    Params,
+    Protocol,
+    Snapshot,
+    State,
+    StepProperty,
+    Transition,
+    Value,
+    Variable,
+    Vars,
+)
+
+__all__ = [
+    "APPROVAL",
+    "INVARIANTS",
+    "STEP_PROPERTIES",
+    "ApprovalState",
+    "build_approval_machine",
+]
+
+
+# --------------------------------------------------------------------------
+# States
+# --------------------------------------------------------------------------
+class ApprovalState(StrEnum):
+    """Where one write call is (its control state in this machine)."""
+
+    PROPOSED = "proposed"
+    PENDING = "pending_approval"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    EXECUTING = "executing"
+    COMMITTED = "committed"
+    RESULT_CHECKPOINTED = "result_checkpointed"
+    ANSWERED = "answered"
+    FAILED = "failed"
+    RECOVERING = "recovering"
+    UNKNOWN = "unknown"
+    RECONCILED = "reconciled"
+
+
+(PROPOSED, PENDING, APPROVED, REJECTED, EXPIRED, CANCELLED, EXECUTING, COMMITTED,
+ RESULT_CHECKPOINTED, ANSWERED, FAILED, RECOVERING, UNKNOWN, RECONCILED) = tuple(ApprovalState)
+
+STATES: Final = (
+    State(PROPOSED, "the agent proposed a write call; nothing is durable yet"),
+    State(PENDING, "token, normalized args, schema fingerprint and deadline are checkpointed; "
+          "waiting for a person (A1, A2)"),
+    State(APPROVED, "approval checkpointed; the handler was certainly not entered (R3)"),
+    State(REJECTED, "the person said no; the handler is never entered", terminal=True),
+    State(EXPIRED, "the deadline passed first; the handler is never entered (A2)", terminal=True),
+    State(CANCELLED, "cancelled before anything was committed (A7)", terminal=True),
+    State(EXECUTING, "executing checkpointed; the handler may have started, nothing committed"),
+    State(COMMITTED, "the business commit happened; its result is not checkpointed yet (R5)"),
+    State(RESULT_CHECKPOINTED, "the first result is checkpointed; only the answer is left (R6)"),
+    State(ANSWERED, "the final answer shows the first result", terminal=True),
+    State(FAILED, "the business store refused the call; nothing was committed (W4, W6)",
+          terminal=True),
+    State(RECOVERING, "restarted or uncertain: checking the contract, then asking the "
+          "business store about the original token (A3, A4)"),
+    State(UNKNOWN, "the outcome is unknown: stop writing, wait for a person (A4, A5)",
+          unknown=True),
+    State(RECONCILED, "a person settled the call by hand from the business store's evidence",
+          terminal=True),
+)
+
+TERMINAL: Final = frozenset(s.name for s in STATES if s.terminal)
+BEFORE_HANDLER: Final = (PROPOSED, PENDING, APPROVED, REJECTED, EXPIRED)
+MAY_HAVE_STARTED: Final = (EXECUTING, COMMITTED, RECOVERING, UNKNOWN)
+
+# What the restarted runtime records when it finds a call checkpointed as executing:
+# it cannot tell a crash before the commit (R4) from one after it (R5).
+RESTARTED_EXECUTING: Final = "restart_while_executing"
+# What the runtime records when a handler attempt ended without a usable answer.
+UNCERTAIN: Final = "outcome_uncertain"
+
+TOKENS: Final = ("none", "original", "new")
+RESULTS: Final = ("none", "first", "rebuilt")
+
+
+# --------------------------------------------------------------------------
+# Guards and effects (small named pieces the table refers to)
+# --------------------------------------------------------------------------
+def _flag(name: str, variable: str, value: bool, text: str) -> Guard:
+    return Guard(name, text, lambda v, p: bool(v[variable]) is value, reads=(variable,))
+
+
+SHOWN = _flag("shown", "shown", True, "the approval request was shown")
+NOT_SHOWN = _flag("not_shown", "shown", False, "the approval request was not shown yet")
+DEADLINE_AHEAD = _flag("deadline_ahead", "deadline_passed", False, "the deadline has not passed")
+DEADLINE_PASSED = _flag("deadline_passed", "deadline_passed", True, "the deadline has passed")
+FIRST_RUN = _flag("first_run", "rerun", False, "the one re-run after absent is not used")
+RERUN_USED = _flag("rerun_used", "rerun", True, "the one re-run after absent is used")
+NO_CANCEL = _flag("no_cancel", "cancel_requested", False, "no cancel was requested")
+CANCEL_REQUESTED = _flag("cancel_requested", "cancel_requested", True, "a cancel was requested")
+COMPATIBLE = _flag("compatible", "contract_compatible", True,
+                   "the checkpoint's schema fingerprint is current")
+INCOMPATIBLE = _flag("incompatible", "contract_compatible", False,
+                     "the tool's contract changed since the checkpoint")
+NOTHING_COMMITTED = Guard("nothing_committed", "no business commit under this token",
+                          lambda v, p: v["commits"] == 0, reads=("commits",))
+COMMIT_RECORDED = Guard("commit_recorded", "a business commit under this token exists",
+                        lambda v, p: v["commits"] >= 1, reads=("commits",))
+
+
+def _retry_left(auto_retries: int) -> tuple[Guard, Guard]:
+    """(may retry, may not retry): exclusive, so an uncertain outcome has one next step."""
+    def may(v: Vars, p: Params) -> bool:
+        return bool(v["retries_allowed"]) and not v["cancel_requested"] \
+            and v["handler_entries"] <= auto_retries
+    reads = ("retries_allowed", "cancel_requested", "handler_entries")
+    text = f"retries on, no cancel, handler_entries <= {auto_retries}"
+    return (Guard("retry_left", text, may, reads=reads),
+            Guard("no_retry_left", f"not ({text})", lambda v, p: not may(v, p), reads=reads))
+
+
+def _set(text: str, **values: Value) -> Effect:
+    return Effect(text, lambda v, p: dict(values))
+
+
+def _enter(text: str, **values: Value) -> Effect:
+    """The handler is entered (again) under the same token."""
+    return Effect("handler_entries += 1" + (f"; {text}" if text else ""),
+                  lambda v, p: {"handler_entries": v["handler_entries"] + 1, **values})
+
+
+# --------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------
+def build_approval_machine(auto_retries: int = 1) -> Protocol:
+    """Declare the approval machine with at most ``auto_retries`` automatic retries per run."""
+    retry_left, no_retry_left = _retry_left(auto_retries)
+    retry_safe = Param("retry_safe", (False, True), "whether the tool declares itself retry_safe")
+    first_result = _set("result := first (the stored first result, as stored)", result="first")
+    started = (EXECUTING, COMMITTED)
+    transitions = (
+        # ---- proposal and approval (A1, A2, R1, R2, V1) -----------------------
+        Transition("propose", (PROPOSED,), PENDING,
+                   "create the token once; checkpoint it with the normalized args, the schema "
+                   "fingerprint and the deadline before anything is shown", ("A1", "W1", "W5"),
+                   effect=Effect("token_id := original; retry_safe := tool's declaration",
+                                 lambda v, p: {"token_id": "original",
+                                               "retry_safe": p["retry_safe"]}),
+                   params=(retry_safe,)),
+        Transition("show", (PENDING,), None,
+                   "show the approval request (a display event keyed by run and seq)",
+                   ("A1", "V1"), guards=(NOT_SHOWN,), effect=_set("shown := true", shown=True)),
+        Transition("crash_before_shown", (PENDING,), None,
+                   "crash after the checkpoint, before display: the pending call survives",
+                   ("R1",), guards=(NOT_SHOWN,), actor="environment", observed_as=None),
+        Transition("restart_while_pending", (PENDING,), None,
+                   "restart while pending: the checkpointed deadline stands", ("R2", "A2"),
+                   guards=(SHOWN,), actor="environment", observed_as=None),
+        Transition("deadline_passes", (PENDING,), None, "the approval deadline passes",
+                   ("A2", "R2"), guards=(DEADLINE_AHEAD,),
+                   effect=_set("deadline_passed := true", deadline_passed=True),
+                   actor="environment", observed_as=None),
+        Transition("approve", (PENDING,), APPROVED,
+                   "approved before the deadline; the approval is checkpointed", ("A2",),
+                   guards=(SHOWN, DEADLINE_AHEAD), actor="user"),
+        Transition("approve", (PENDING,), EXPIRED,
+                   "approved too late: the expired decision blocks the handler", ("A2", "R2"),
+                   guards=(SHOWN, DEADLINE_PASSED), actor="user"),
+        Transition("expire", (PENDING,), EXPIRED, "nobody approved before the deadline",
+                   ("A2",), guards=(DEADLINE_PASSED,)),
+        Transition("reject", (PENDING,), REJECTED,
+                   "the person refuses; like an expired call it never reaches the handler",
+                   ("A2",), guards=(SHOWN,), actor="user"),
+        # ---- cancel (A7) --------------------------------------------------------
+        Transition("cancel", (PENDING, APPROVED), CANCELLED,
+                   "nothing has started: cancel stops it", ("A7",), actor="user"),
+        Transition("cancel", MAY_HAVE_STARTED, None,
+                   "the write may have started: record the request, verify, never roll back",
+                   ("A7",), effect=_set("cancel_requested := true", cancel_requested=True),
+                   actor="user"),
+        # ---- execution (A1, A5, A6, W2, W6, R3) ---------------------------------
+        Transition("crash_before_handler", (APPROVED,), None,
+                   "crash after the approved checkpoint: resume executes the original call",
+                   ("R3", "A1"), actor="environment", observed_as=None),
+        Transition("execute", (APPROVED,), EXECUTING,
+                   "checkpoint executing, then enter the handler with the original token",
+                   ("A1", "A5", "W1"),
+                   effect=Effect("handler_entries += 1; retries_allowed := retry_safe",
+                                 lambda v, p: {"handler_entries": v["handler_entries"] + 1,
+                                               "retries_allowed": v["retry_safe"]})),
+        Transition("commit", (EXECUTING,), COMMITTED,
+                   "the business store commits the change and the result under the token",
+                   ("W6", "W1"), effect=Effect("commits += 1",
+                                               lambda v, p: {"commits": v["commits"] + 1}),
+                   actor="platform", observed_as=None),
+        Transition("business_rejected", (EXECUTING,), FAILED,
+                   "the business store refuses (stock, unknown sku); nothing is stored",
+                   ("W4", "W6"), actor="platform"),
+        Transition("save_result", (COMMITTED,), RESULT_CHECKPOINTED,
+                   "the handler returned the first result; checkpoint it", ("W2", "R5"),
+                   effect=first_result),
+        Transition("retry", started, None,
+                   "no usable answer; a retry_safe tool resends the same token (after a "
+                   "commit the store returns the first result)", ("A5", "W2"),
+                   guards=(retry_left,), effect=_enter("")),
+        Transition(UNCERTAIN, started, RECOVERING,
+                   "no usable answer and no retry: ask the business store", ("A4", "A5"),
+                   guards=(FIRST_RUN, no_retry_left)),
+        Transition(UNCERTAIN, started, UNKNOWN,
+                   "the one re-run's outcome is uncertain again: unknown", ("A5",),
+                   guards=(RERUN_USED,)),
+        Transition("crash_before_commit", (EXECUTING,), RECOVERING,
+                   "crash before the business commit: nothing committed", ("R4", "A6"),
+                   actor="environment", observed_as=RESTARTED_EXECUTING),
+        Transition("crash_after_commit", (COMMITTED,), RECOVERING,
+                   "crash after the commit, before the result checkpoint", ("R5",),
+                   actor="environment", observed_as=RESTARTED_EXECUTING),
+        Transition("crash_before_answer", (RESULT_CHECKPOINTED,), None,
+                   "crash after the result checkpoint: only the answer is left", ("R6",),
+                   actor="environment", observed_as=None),
+        Transition("answer", (RESULT_CHECKPOINTED,), ANSWERED,
+                   "show the checkpointed first result (display events are deduplicated)",
+                   ("R6", "V1")),
+        # ---- recovery (A3, A4, A5, A7) ------------------------------------------
+        Transition("crash_while_recovering", (RECOVERING,), None,
+                   "crash during recovery: lookups are read-only, recovery starts over",
+                   ("A3", "A4"), actor="environment", observed_as=None),
+        Transition("contract_changed", (RECOVERING,), None,
+                   "a deployment changed the tool's contract", ("A4", "L5"),
+                   guards=(COMPATIBLE,),
+                   effect=_set("contract_compatible := false", contract_compatible=False),
+                   actor="environment", observed_as=None),
+        Transition("contract_incompatible", (RECOVERING,), UNKNOWN,
+                   "the checkpoint's arguments do not fit the current contract: stop writing",
+                   ("A4", "L5"), guards=(INCOMPATIBLE,)),
+        Transition("lookup_found", (RECOVERING,), RESULT_CHECKPOINTED,
+                   "found: restore the first result in the tool's own shape, no handler",
+                   ("A3", "A4", "R5", "W2"), guards=(COMPATIBLE, COMMIT_RECORDED),
+                   effect=first_result),
+        Transition("lookup_absent", (RECOVERING,), EXECUTING,
+                   "absent: re-run once with the original token, retries off", ("A4", "A5", "A6",
+                                                                                "R4"),
+                   guards=(COMPATIBLE, NOTHING_COMMITTED, FIRST_RUN, NO_CANCEL),
+                   effect=_enter("rerun := true; retries_allowed := false",
+                                 rerun=True, retries_allowed=False)),
+        Transition("lookup_absent", (RECOVERING,), CANCELLED,
+                   "absent and cancel requested: the re-run has not started, so it is stopped",
+                   ("A7", "A3"), guards=(COMPATIBLE, NOTHING_COMMITTED, CANCEL_REQUESTED)),
+        Transition("lookup_absent", (RECOVERING,), UNKNOWN,
+                   "absent after the one re-run: stop and wait for a person", ("A5",),
+                   guards=(COMPATIBLE, NOTHING_COMMITTED, RERUN_USED, NO_CANCEL)),
+        Transition("lookup_conflict", (RECOVERING,), UNKNOWN,
+                   "the token is recorded for another tool or other arguments", ("A3", "A4", "W3"),
+                   guards=(COMPATIBLE, NOTHING_COMMITTED)),
+        Transition("lookup_failed", (RECOVERING,), UNKNOWN,
+                   "the lookup did not complete: unknown, never absent", ("A3", "A4"),
+                   guards=(COMPATIBLE,)),
+        # ---- a person resolves unknown (A4) -------------------------------------
+        Transition("resume_lookup", (UNKNOWN,), RECOVERING,
+                   "a person asks for another lookup once the store is readable", ("A4", "A3"),
+                   guards=(COMPATIBLE,), actor="user"),
+        Transition("reconcile", (UNKNOWN,), RECONCILED,
+                   "a person settles the call by hand from the business store's evidence",
+                   ("A4",), actor="user"),
+    )
+    return Protocol(
+        name="approval",
+        meaning="approved, idempotent write calls and their crash recovery (seed 000)",
+        states=STATES, initial=PROPOSED, variables=_variables(auto_retries),
+        transitions=transitions, invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
+        actors={"user": "the person who approves, rejects, cancels and reconciles",
+                "worker": "the approval runtime", "platform": "the business store",
+                "environment": "crashes, the clock, deployments"})
+
+
+def _variables(auto_retries: int) -> tuple[Variable, ...]:
+    flags = (False, True)
+    return (
+        Variable("token_id", TOKENS, "none", "the client_token the call uses (A1)"),
+        Variable("shown", flags, False, "the approval request was shown (V1)"),
+        Variable("deadline_passed", flags, False, "the checkpointed deadline has passed (A2)"),
+        Variable("retry_safe", flags, False, "the tool declares itself retry_safe (A5)"),
+        Variable("retries_allowed", flags, False, "automatic retries are on for this run (A5)"),
+        Variable("rerun", flags, False, "the one re-run after an absent lookup is used (A5)"),
+        Variable("cancel_requested", flags, False, "a cancel was requested (A7)"),
+        Variable("contract_compatible", flags, True,
+                 "the checkpoint's schema fingerprint matches the tool's contract (A4)"),
+        Variable("result", RESULTS, "none", "the result the runtime holds for the call (A4)"),
+        Variable("commits", (0, 1, 2), 0, "business commits under this token (W2, A6)",
+                 ghost=True),
+        Variable("handler_entries", tuple(range(auto_retries + 3)), 0,
+                 "times the handler was entered (A6)", ghost=True),
+    )
+
+
+# --------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------
+INVARIANTS: Final = (
+    Invariant("at_most_one_commit", "at most one business commit per token",
+              ("W2", "W6", "A6", "R4", "R5"), lambda s, v: v["commits"] <= 1),
+    Invariant("handler_twice_commits_once",
+              "a commit needs a handler entry; entries may exceed commits, commits stay <= 1",
+              ("A6",), lambda s, v: v["commits"] <= min(1, v["handler_entries"])),
+    Invariant("no_handler_before_approval", "the handler is entered only after approval",
+              ("A2", "R2", "R3"), lambda s, v: s not in BEFORE_HANDLER or v["handler_entries"] == 0),
+    Invariant("expired_or_rejected_never_commits", "an expired or rejected call never commits",
+              ("A2", "R2"), lambda s, v: s not in (EXPIRED, REJECTED) or v["commits"] == 0),
+    Invariant("cancel_is_not_a_rollback", "cancelled only when nothing was committed",
+              ("A7",), lambda s, v: s != CANCELLED or v["commits"] == 0),
+    Invariant("failed_committed_nothing", "a refused call committed nothing", ("W6",),
+              lambda s, v: s != FAILED or v["commits"] == 0),
+    Invariant("executing_is_uncommitted", "executing means no commit yet (the commit moves on)",
+              ("R4",), lambda s, v: s != EXECUTING or v["commits"] == 0),
+    Invariant("found_result_is_first",
+              "a checkpointed or answered result is the first result, as stored",
+              ("A4", "R5", "R6", "W2"),
+              lambda s, v: s not in (RESULT_CHECKPOINTED, ANSWERED)
+              or (v["result"] == "first" and v["commits"] == 1)),
+    Invariant("no_rebuilt_result", "a result is never rebuilt from current data", ("A4",),
+              lambda s, v: v["result"] != "rebuilt"),
+    Invariant("one_token", "the call uses the token created once at the proposal",
+              ("A1",), lambda s, v: v["token_id"] == ("none" if s == PROPOSED else "original")),
+    Invariant("retries_off_after_absent", "the re-run after absent runs with retries off",
+              ("A5",), lambda s, v: not (v["rerun"] and v["retries_allowed"])),
+    Invariant("retries_only_if_retry_safe", "automatic retries only for retry_safe tools",
+              ("A5",), lambda s, v: not v["retries_allowed"] or v["retry_safe"]),
+)
+
+
+def _same(b: Snapshot, a: Snapshot, *names: str) -> bool:
+    return all(b.v[n] == a.v[n] for n in names)
+
+
+def _crash(t: Transition) -> bool:
+    return t.actor == "environment" and t.trigger.startswith(("crash_", "restart_"))
+
+
+STEP_PROPERTIES: Final = (
+    StepProperty("deadline_never_extended", "once passed, the deadline stays passed",
+                 ("A2", "R2"), lambda b, t, p, a: a.v["deadline_passed"] or not b.v["deadline_passed"]),
+    StepProperty("approval_before_deadline", "approved only while the deadline is ahead",
+                 ("A2",), lambda b, t, p, a: not (b.state == PENDING and a.state == APPROVED)
+                 or not b.v["deadline_passed"]),
+    StepProperty("decision_after_display", "approve and reject only after the request was shown",
+                 ("A1", "R1"), lambda b, t, p, a: t.trigger not in ("approve", "reject")
+                 or bool(b.v["shown"])),
+    StepProperty("crash_changes_no_fact", "a crash or restart changes no variable",
+                 ("R1", "R2", "R3", "R4", "R5", "R6", "A2"),
+                 lambda b, t, p, a: not _crash(t) or a.v == b.v),
+    StepProperty("unknown_never_writes", "no step from unknown commits or enters the handler",
+                 ("A4", "A5"), lambda b, t, p, a: b.state != UNKNOWN
+                 or _same(b, a, "commits", "handler_entries")),
+    StepProperty("unknown_left_by_a_person", "only a person's step leaves unknown", ("A4",),
+                 lambda b, t, p, a: b.state != UNKNOWN or a.state == UNKNOWN or t.actor == "user"),
+    StepProperty("token_never_changes", "recovery never creates a new token", ("A1",),
+                 lambda b, t, p, a: b.state == PROPOSED or _same(b, a, "token_id")),
+    StepProperty("found_skips_handler", "a found lookup does not enter the handler again",
+                 ("R5", "A4"), lambda b, t, p, a: t.trigger != "lookup_found"
+                 or _same(b, a, "handler_entries", "commits")),
+    StepProperty("answer_repeats_nothing", "after the result checkpoint no business step repeats",
+                 ("R6",), lambda b, t, p, a: b.state != RESULT_CHECKPOINTED
+                 or _same(b, a, "handler_entries", "commits")),
+    StepProperty("cancel_changes_no_commit", "cancel is not a rollback", ("A7",),
+                 lambda b, t, p, a: t.trigger != "cancel" or _same(b, a, "commits")),
+    StepProperty("terminal_absorbs", "no step leaves a terminal state", ("A2", "A7"),
+                 lambda b, t, p, a: b.state not in TERMINAL),
+)
+
+APPROVAL: Final = build_approval_machine()
