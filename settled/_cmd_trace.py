@@ -1,0 +1,43 @@
+"""``settled check`` and ``settled export-trace``: the trace checker's command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from settled.conformance._trace import TraceError, check_file
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
+
+
+def check(
+    trace: Annotated[Path, typer.Argument(help="A settled.trace/1 JSON Lines file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Replay a recorded trace through the model; exit 0 conforming, 1 violations, 2 unreadable."""
+    try:
+        report = check_file(trace)
+    except TraceError as exc:
+        if as_json:
+            print(json.dumps({"ok": False, "error": str(exc), "line": exc.line}))
+        else:
+            err.print(f"{trace}: {exc}")
+        raise typer.Exit(2) from None
+    if as_json:
+        print(json.dumps(report.to_json(), sort_keys=True))
+    else:
+        for v in report.violations:
+            out.print(v.text())
+        verdict = "conforms" if report.ok else f"{len(report.violations)} violation(s)"
+        out.print(f"{trace}: {report.events} events, {report.instances} instances: {verdict} "
+                  f"({report.seconds:.2f}s)")
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(check)
