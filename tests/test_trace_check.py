@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from settled.conformance._trace import TraceError, check_lines, load_schema
 from settled.conformance._tracegen import trace_lines
 from settled.model import QUERY

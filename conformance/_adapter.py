@@ -1,0 +1,56 @@
+"""What the conformance kit needs from an implementation: one small interface.
+
+An adapter drives one implementation through the steps of a declared
+machine, instance by instance, and reports what the implementation holds in
+the machine's own terms. The kit never looks further: another database or
+another language behind an event log is checked by writing one adapter.
+
+The contract:
+
+- ``perform(i, trigger, params)`` makes the implementation take the model
+  step ``trigger`` on instance ``i``: a user action, a worker step, a platform
+  event or a crash. Where the step names the world's behaviour (a lost
+  answer, a timeout) the adapter arranges it, e.g. by arming a platform fault
+  before the call. If the implementation refuses the action as a caller
+  mistake, ``perform`` raises :class:`Refused` and must have changed nothing.
+- ``observe(i)`` returns the projection: ``{"state": ..., <variable>: ...}``
+  for the machine's variables the implementation can show (ghost variables
+  are the model's own and never observed).
+- ``trace_lines()`` returns the implementation's event log in the public
+  ``settled.trace/1`` format, for the trace checker.
+- ``close()`` releases files and connections.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+
+from settled.model import Protocol
+from settled.model._core import Value
+
+
+class Refused(Exception):
+    """The implementation refused an action, as a caller's mistake."""
+
+
+class Adapter(ABC):
+    """Drives one implementation of ``protocol`` with ``instances`` instances."""
+
+    protocol: Protocol
+    instances: int
+
+    @abstractmethod
+    def perform(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:
+        """Take one model step; :class:`Refused` (and no change) if the implementation refuses."""
+
+    @abstractmethod
+    def observe(self, instance: int) -> Mapping[str, Value]:
+        """The implementation's state of ``instance`` as model names and values."""
+
+    @abstractmethod
+    def trace_lines(self) -> Iterable[str]:
+        """The implementation's event log as ``settled.trace/1`` JSON lines."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files and connections."""

@@ -1,0 +1,275 @@
+"""The reference adapter: the SQLite implementation of the query protocol.
+
+Each model instance is one query in its own session and task, so instances
+never block each other's confirmations. Every model step becomes the
+implementation call that takes it, with the world arranged first where the
+step names the world's behaviour: ``submit_response_lost`` arms the
+platform's lost-response fault before the worker's submit call,
+``lookup_timeout`` arms a lookup timeout, ``platform_succeeds`` lets the
+platform run the SQL. A crash drops a worker object without any cleanup and
+starts a new one of the same name from the files; ``crash_after_platform_stored``
+crashes it at that named point inside its submit call.
+
+Leases last 0 s, so any worker may take over any live query at any time:
+the adversarial schedule the model allows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from settled.impl._crash import CrashNow, CrashPoints
+from settled.impl._errors import CallerError
+from settled.impl._events import events
+from settled.impl._platform import APP_MONTHLY_SQL, Fault, SyntheticPlatform
+from settled.impl._store import QueryStore
+from settled.impl._worker import Worker
+from settled.model import Protocol, build_query_machine
+from settled.model._core import Value
+
+from ._adapter import Adapter, Refused
+
+MESSAGE_TEXT = "only the app channel, then execute"
+PART_OF_MESSAGE = "execute"
+BAD_SQL = "SELECT channel FROM no_such_table"
+REVISED_SQL = "SELECT 1 AS revised"
+CLOCK = (datetime(2026, 2, 3, 9, 30, tzinfo=UTC), "Asia/Shanghai")
+
+# Faults armed on the platform before the worker's call, by model trigger.
+FAULT_BEFORE = {
+    "submit_response_lost": Fault.LOST_RESPONSE,
+    "submit_undelivered": Fault.UNDELIVERED,
+    "submit_rejected": Fault.REJECT,
+    "lookup_timeout": Fault.LOOKUP_TIMEOUT,
+}
+# Method names, looked up on the worker object so a subclass's override is the one called.
+WORKER_CALLS: dict[str, str] = {
+    "claim": "claim",
+    "begin_submit": "begin_submit",
+    "submit_answered": "call_submit",
+    "submit_response_lost": "call_submit",
+    "submit_undelivered": "call_submit",
+    "submit_rejected": "call_submit",
+    "lookup_running": "lookup",
+    "lookup_succeeded": "lookup",
+    "lookup_failed": "lookup",
+    "lookup_cancelled": "lookup",
+    "lookup_not_found": "lookup",
+    "lookup_timeout": "lookup",
+    "resubmit": "resubmit",
+    "confirm_cancel": "settle_cancel",
+    "cancel_confirmed": "settle_cancel",
+}
+# What the model may ask to be refused: caller actions that decide in one transaction.
+FORBIDDEN = frozenset({"confirm", "cancel", "revised", "begin_submit", "resubmit"})
+
+
+class _Instance:
+    def __init__(self, store: QueryStore, n: int) -> None:
+        self.session, self.user = f"session-{n}", f"user-{n}"
+        self.task = store.create_task(self.user, self.session, {"month": "2026-01", "unit": "yuan"})
+        self.run = store.start_run(self.session)
+        message = store.receive_message(self.session, self.user, MESSAGE_TEXT, CLOCK)
+        store.attribute_message(message.message_id, self.task.task_id)
+        self.message = message.message_id
+        self.query_id: str | None = None
+        self.rejected = False  # the platform keeps no record of a rejected submission
+        self.notification: str | None = None
+
+
+class QueryAdapter(Adapter):
+    """Drives the bundled SQLite implementation; subclasses swap in altered parts."""
+
+    worker_class: type[Worker] = Worker
+    store_class: type[QueryStore] = QueryStore
+
+    def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None) -> None:
+        self.protocol: Protocol = build_query_machine(workers=workers)
+        self.instances = instances
+        # Real files and transactions; on a RAM disk where there is one, so a
+        # campaign of thousands of fsyncs measures the protocol, not the disk.
+        shm = Path("/dev/shm")
+        base = str(shm) if shm.is_dir() else None
+        self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="settled-lockstep-",
+                                                                        dir=base)
+        self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
+        self.platform = SyntheticPlatform(self.dir / "platform")
+        self.store_path = self.dir / "agent.db"
+        self.store = self.store_class(self.store_path, self.platform)
+        self.workers = [self._worker(w) for w in range(workers)]
+        self.items = [_Instance(self.store, n) for n in range(instances)]
+
+    def _worker(self, w: int, crash: CrashPoints | None = None) -> Worker:
+        return self.worker_class(self.store_path, self.platform, f"w{w}", lease_seconds=0,
+                                 crash=crash)
+
+    # ------------------------------------------------------------------ perform
+    def perform(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:
+        item = self.items[instance]
+        try:
+            self._perform(item, trigger, params)
+        except CallerError as exc:
+            raise Refused(str(exc)) from exc
+
+    def _perform(self, item: _Instance, trigger: str, params: Mapping[str, Value]) -> None:
+        if trigger in ("check_passed", "check_failed"):
+            sql = APP_MONTHLY_SQL if trigger == "check_passed" else BAD_SQL
+            item.query_id = self.store.request_query(item.task.task_id, sql).query_id
+        elif trigger == "crash":
+            self.crash(int(params["worker"]), item.query_id)
+        elif trigger == "condition_updated":
+            self._update_conditions(item)
+        else:
+            self._perform_on_query(item, self._qid(item), trigger, params)
+
+    def _perform_on_query(self, item: _Instance, qid: str, trigger: str,
+                          params: Mapping[str, Value]) -> None:
+        if trigger == "confirm":
+            self._confirm(item, qid, params)
+        elif trigger == "cancel":
+            self.store.cancel(qid)
+        elif trigger == "revised":
+            self.store.request_query(item.task.task_id, REVISED_SQL, replaces_query_id=qid)
+        elif trigger == "platform_succeeds":
+            self.platform.complete(qid)
+        elif trigger == "platform_fails":
+            self.platform.inject(Fault.EXEC_FAIL)
+            self.platform.complete(qid)
+        elif trigger == "cancel_unanswered":
+            self.platform.cancel(qid)  # it arrived and was applied; the answer never came back
+        elif trigger == "crash_after_platform_stored":
+            self._crash_inside_submit(int(params["worker"]), qid)
+        else:
+            self._worker_step(int(params["worker"]), trigger, qid)
+            item.rejected = item.rejected or trigger == "submit_rejected"
+
+    def _worker_step(self, w: int, trigger: str, qid: str) -> None:
+        fault = FAULT_BEFORE.get(trigger)
+        if fault is not None:
+            self.platform.inject(fault)
+        try:
+            getattr(self.workers[w], WORKER_CALLS[trigger])(qid)
+        finally:
+            if fault is not None:
+                self._disarm(fault)
+
+    def _disarm(self, fault: Fault) -> None:
+        # A fault the implementation never triggered (it refused first) must
+        # not leak into the next step.
+        if self.platform.pending_faults().get(fault):
+            self.platform.clear_faults(fault)
+
+    def _crash_inside_submit(self, w: int, qid: str) -> None:
+        crash = CrashPoints({"after_platform_stored"})
+        worker = self._worker(w, crash)
+        worker.held = dict(self.workers[w].held)
+        self.workers[w].close()
+        self.workers[w] = worker
+        with contextlib.suppress(CrashNow):  # unwinds mid-call, no cleanup
+            worker.call_submit(qid)
+        self.crash(w, qid)
+
+    def crash(self, w: int, qid: str | None) -> None:
+        """Worker ``w`` dies while handling ``qid``: it restarts from the files.
+
+        The model crashes a worker per query (a whole process dying is a crash
+        on each query it held); so the restarted worker keeps its other leases.
+        """
+        old = self.workers[w]
+        old.close()  # no cleanup of any kind: the rows stay as the last commit left them
+        self.workers[w] = self._worker(w)
+        self.workers[w].held = {q: e for q, e in old.held.items() if q != qid}
+
+    def _update_conditions(self, item: _Instance) -> None:
+        task = self.store.task(item.task.task_id)
+        if item.query_id is None:  # drafted: the draft exists, its check is in flight
+            item.query_id = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
+        self.store.update_conditions(task.task_id, task.condition_version,
+                                     {"revision": task.condition_version + 1})
+
+    def _confirm(self, item: _Instance, qid: str, params: Mapping[str, Value]) -> None:
+        query = self.store.query(qid)
+        draft = query.draft_version + (params["draft_version"] == "stale")
+        condition = query.condition_version + (params["condition_version"] == "stale")
+        message, quote = item.message, MESSAGE_TEXT
+        if params["quote"] == "part":
+            quote = PART_OF_MESSAGE
+        elif params["quote"] == "notification":
+            message = self._notification_message(item)
+            quote = self.store.message(message).text
+        pending = None
+        if params["message"] == "pending":
+            pending = self.store.receive_message(item.session, item.user, "wait, by day", CLOCK)
+        try:
+            self.store.confirm(qid, draft, condition, quote, message, item.run)
+        finally:
+            if pending is not None:  # the environment settles it again afterwards
+                self.store.attribute_message(pending.message_id, item.task.task_id)
+
+    def _notification_message(self, item: _Instance) -> str:
+        """A real result notification of this session, made once by running a side query.
+
+        Its events are in the log like any other query's; the model's instance
+        is untouched because the side query has a task of its own.
+        """
+        if item.notification is None:
+            side = self.store.create_task(item.user, item.session, {"side": True})
+            message = self.store.receive_message(item.session, item.user, "run the side query",
+                                                 CLOCK)
+            self.store.attribute_message(message.message_id, side.task_id)
+            query = self.store.request_query(side.task_id, APP_MONTHLY_SQL)
+            self.store.confirm(query.query_id, query.draft_version, query.condition_version,
+                               message.text, message.message_id, item.run)
+            with self.worker_class(self.store_path, self.platform, "side", lease_seconds=0) as w:
+                w.claim(query.query_id)
+                w.begin_submit(query.query_id)
+                w.call_submit(query.query_id)
+                self.platform.complete(query.query_id)
+                w.lookup(query.query_id)
+            notes = self.store.notifications(side.task_id)
+            item.notification = notes[0].message_id
+        return item.notification
+
+    def _qid(self, item: _Instance) -> str:
+        if item.query_id is None:
+            raise CallerError("the query has no draft yet")
+        return item.query_id
+
+    # ------------------------------------------------------------------ observe
+    def observe(self, instance: int) -> Mapping[str, Value]:
+        item = self.items[instance]
+        if item.query_id is None:
+            config = self.protocol.initial_config()
+            view = dict(self.protocol.view(config))
+            view["task_version"] = self.store.task(item.task.task_id).condition_version
+            out: dict[str, Any] = {"state": str(config.state), **view}
+        else:
+            out = dict(self.store.observe(item.query_id))
+            out["platform"] = self._platform_state(item)
+        out["held"] = tuple(w.held.get(item.query_id or "", 0) for w in self.workers)
+        return {k: v for k, v in out.items() if k not in ("not_found_seen", "ids_submitted")}
+
+    def _platform_state(self, item: _Instance) -> str:
+        status = self.platform.status(self._qid(item))
+        if status is None:
+            return "rejected" if item.rejected else "not_received"
+        return str(status.value)
+
+    # ------------------------------------------------------------------ trace
+    def trace_lines(self) -> Iterable[str]:
+        for row in events(self.store._conn):
+            yield json.dumps(row)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+        self.store.close()
+        self.platform.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
