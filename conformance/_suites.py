@@ -1,0 +1,44 @@
+"""The lockstep suites: for each declared machine, how the kit drives its implementation.
+
+A suite names the model, an adapter factory for the bundled implementation,
+how many instances run side by side and which caller actions the kit may
+ask to be refused. ``settled verify``, ``settled mutants`` and the tests all
+build their lockstep machines from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hypothesis.stateful import RuleBasedStateMachine
+
+from settled.model import Protocol, build_query_machine
+
+from ._adapter import Adapter
+from ._lockstep import make_lockstep
+
+
+@dataclass(frozen=True)
+class Suite:
+    machine: str
+    protocol: Protocol
+    adapter: Callable[[], Adapter]
+    instances: int
+    forbidden: frozenset[str]
+
+    def lockstep(self, name: str | None = None) -> type[RuleBasedStateMachine]:
+        return make_lockstep(self.protocol, self.adapter, instances=self.instances,
+                             forbidden=self.forbidden, name=name or self.machine)
+
+
+def query_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+    from ._query_adapter import FORBIDDEN, QueryAdapter
+
+    cls = adapter_class or QueryAdapter
+    return Suite("query", build_query_machine(workers=2), lambda: cls(3, 2),  # type: ignore[call-arg]
+                 instances=3, forbidden=FORBIDDEN)
+
+
+# machine name -> suite builder taking an optional adapter class (a mutant's)
+SUITES: dict[str, Callable[..., Suite]] = {"query": query_suite}
