@@ -125,6 +125,9 @@ class QueryAdapter(Adapter):
             self.crash(int(params["worker"]), item.query_id)
         elif trigger == "condition_updated":
             self._update_conditions(item)
+        elif trigger in ("clarification_asked", "clarification_answered"):
+            self.store.set_awaiting_clarification(item.task.task_id,
+                                                  trigger == "clarification_asked")
         else:
             self._perform_on_query(item, self._qid(item), trigger, params)
 
@@ -252,6 +255,7 @@ class QueryAdapter(Adapter):
         else:
             out = dict(self.store.observe(item.query_id))
             out["platform"] = self._platform_state(item)
+            out["clarifying"] = self.store.task(item.task.task_id).awaiting_clarification
         out["held"] = tuple(w.held.get(item.query_id or "", 0) for w in self.workers)
         return {k: v for k, v in out.items() if k not in ("not_found_seen", "ids_submitted")}
 

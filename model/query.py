@@ -185,11 +185,12 @@ def _set_held(v, p, epoch: int) -> tuple[int, ...]:  # type: ignore[no-untyped-d
 
 def _settle(**extra: str) -> Effect:
     """Recording a terminal outcome moves the task's phase only at its own version (Q24)."""
-    text = "phase_moved := task_version == authorized_version"
+    text = "phase_moved := task_version == authorized_version and not clarifying"
     if extra:
         text += "; " + "; ".join(f"{k} := {x}" for k, x in extra.items())
     return _effect(text, lambda v, p: {
-        "phase_moved": v["task_version"] == v["authorized_version"], **extra})
+        "phase_moved": v["task_version"] == v["authorized_version"] and not v["clarifying"],
+        **extra})
 
 
 # --------------------------------------------------------------------------
@@ -272,6 +273,18 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Transition("condition_updated", LIVE, None,
                    "the task moves on; the query keeps its authorized version", ("Q23", "T1"),
                    guards=(versions_left,), effect=bump_task, actor="user"),
+        Transition("clarification_asked", LIVE, None,
+                   "the agent asks the user to clarify the task", ("Q24",),
+                   guards=(Guard("not_clarifying", "not clarifying", lambda v, p: not v["clarifying"],
+                                 reads=("clarifying",)),),
+                   effect=_effect("clarifying := true", lambda v, p: {"clarifying": True}),
+                   actor="user", observed_as=None),
+        Transition("clarification_answered", LIVE, None,
+                   "the user's clarification arrives", ("Q24",),
+                   guards=(Guard("clarifying", "clarifying", lambda v, p: v["clarifying"],
+                                 reads=("clarifying",)),),
+                   effect=_effect("clarifying := false", lambda v, p: {"clarifying": False}),
+                   actor="user", observed_as=None),
         # ---- cancel after submission began (Q19, Q21, Q22) -------------------
         Transition("cancel", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
                    "possibly submitted: only record the request", ("Q19", "Q21"),
@@ -387,6 +400,8 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                  "the task's current condition version (T1)"),
         Variable("authorized_version", tuple(range(max_task_version + 1)), 0,
                  "the condition version the query was authorized at; 0 = not yet (Q23)"),
+        Variable("clarifying", (False, True), False,
+                 "the task waits for the user's clarification (Q24)", logged=False),
         Variable("phase_moved", (False, True), False,
                  "the recorded outcome moved the task's phase (Q24)"),
         Variable("not_found_seen", tuple(range(MAX_SUBMISSIONS + 1)), 0,
@@ -429,9 +444,10 @@ INVARIANTS = (
               ("Q21",), lambda s, v: v["platform"] != P_SUCCEEDED or s not in (CANCELLED, FAILED)),
     Invariant("not_found_is_true", "not_found only while the platform really has no submission",
               ("Q15",), lambda s, v: s != NOT_FOUND or v["platform"] == P_NONE),
-    Invariant("late_result_keeps_out", "an outcome moves the task's phase only at its own version",
+    Invariant("late_result_keeps_out",
+              "an outcome moves the task's phase only at its own version, not while clarifying",
               ("Q24",), lambda s, v: not v["phase_moved"]
-              or v["authorized_version"] == v["task_version"]),
+              or (v["authorized_version"] == v["task_version"] and not v["clarifying"])),
     Invariant("unsubmitted_until_submitting",
               "the platform has nothing before the first submitting commit", ("Q12",),
               lambda s, v: v["submissions"] > 0 or v["platform"] == P_NONE),

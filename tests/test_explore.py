@@ -126,7 +126,8 @@ MUTANTS = [
         # cancel (requested), cancel_confirmed -> cancelled while the platform runs
         mutate(trigger("cancel_confirmed"), effect(
             "phase_moved := ...", lambda v, p: {
-                "phase_moved": v["task_version"] == v["authorized_version"]})),
+                "phase_moved": v["task_version"] == v["authorized_version"]
+                and not v["clarifying"]})),
         {("invariant", "cancelled_needs_evidence")}, 7,
         marks=pytest.mark.rule("Q21"), id="cancel-without-evidence"),
     pytest.param(

@@ -63,16 +63,19 @@ def test_a_lost_answer_recorded_as_failed_is_a_violation():
     assert "submit_unanswered" in v.enabled
 
 
-def test_a_lookup_failure_is_accepted_only_as_the_platforms_evidence():
-    """The platform may have failed unseen; then lookup_failed conforms, and must say so fully."""
+def test_unseen_steps_are_allowed_only_as_far_as_the_evidence_goes():
+    """The platform may have failed unseen, and a clarification may have been asked unseen:
+    then lookup_failed conforms whether or not it moved the phase. A changed count does not."""
     events = story()
     events[5] = {**events[5], "trigger": "lookup_failed", "to": "failed",
                  "vars": {**events[5]["vars"], "phase_moved": True}}
     del events[6:]
     assert check_lines(lines(events)).ok
     events[5]["vars"]["phase_moved"] = False
+    assert check_lines(lines(events)).ok
+    events[5]["vars"]["submissions"] = 3
     [v] = check_lines(lines(events)).violations
-    assert ("phase_moved", False, True) in v.diffs
+    assert ("submissions", 3, 1) in v.diffs
 
 
 @pytest.mark.rule("Q16")
