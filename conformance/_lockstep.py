@@ -98,6 +98,9 @@ class Runner:
         self.steps: list[Action] = []
         self.history: list[tuple[Config, ...]] = [tuple(self.configs)]
         self.fired: dict[str, int] = {}
+        self.edges: dict[tuple[str, str, str], int] = {}  # (from, to, trigger) -> times
+        self.trace_events = 0
+        self.trace_problem: str | None = None
 
     # -- what may be drawn -----------------------------------------------------
     def options(self) -> list[Action]:
@@ -152,6 +155,8 @@ class Runner:
         except Exception as exc:
             raise Divergence(f"the implementation raised {type(exc).__name__} on "
                              f"{action.text()}: {exc}") from exc
+        edge = (str(self.configs[i].state), str(step.after.state), action.trigger)
+        self.edges[edge] = self.edges.get(edge, 0) + 1
         self.configs[i] = step.after
         label = transition_label(step.transition)
         self.fired[label] = self.fired.get(label, 0) + 1
@@ -199,10 +204,13 @@ class Runner:
         try:
             report = check_lines(lines)
         except TraceError as exc:
-            raise Divergence(f"the implementation's event log is unreadable: {exc}") from None
+            self.trace_problem = f"the implementation's event log is unreadable: {exc}"
+            raise Divergence(self.trace_problem) from None
+        self.trace_events = report.events
         if not report.ok:
-            raise Divergence("the trace checker rejects the implementation's event log:\n"
-                             + report.violations[0].text())
+            self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
+                                  + report.violations[0].text())
+            raise Divergence(self.trace_problem)
 
 
 def _rank(t: Transition) -> int:
@@ -225,6 +233,9 @@ class Record:
     seconds_to_failure: float | None = None
     itf_path: Path | None = None
     examples: int = 0
+    edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    trace_events: int = 0  # events of the implementation's logs the trace checker accepted
+    trace_failure: str | None = None
     spec: Any = None  # (protocol, factory, instances, forbidden) of the machine
 
 
@@ -256,8 +267,9 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
                 self.run.apply(action)
             finally:
                 _merge(record.fired, self.run.fired)
+                _merge(record.edges, self.run.edges)
                 self.seen.update(self.run.fired)
-                self.run.fired = {}
+                self.run.fired, self.run.edges = {}, {}
             self.deepest = max(self.deepest, *(protocol.view(c).get("submissions", 0)
                                                for c in self.run.configs))
 
@@ -271,7 +283,11 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
             hypothesis.target(len(self.seen), label="transitions fired")
             hypothesis.target(self.deepest, label="submissions")
             record.failing_steps = list(self.run.steps)
-            self.run.finish()
+            try:
+                self.run.finish()
+            finally:
+                record.trace_events += self.run.trace_events
+                record.trace_failure = record.trace_failure or self.run.trace_problem
 
     Lockstep.__name__ = Lockstep.__qualname__ = name
     Lockstep.record = record
@@ -279,7 +295,7 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
     return Lockstep
 
 
-def _merge(total: dict[str, int], more: Mapping[str, int]) -> None:
+def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:
     for k, n in more.items():
         total[k] = total.get(k, 0) + n
 
@@ -327,6 +343,9 @@ def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
         runs: list[Runner] = []
         message = replay(protocol, factory, instances, forbidden, path, keep=runs)
         _merge(record.fired, runs[0].fired)
+        _merge(record.edges, runs[0].edges)
+        record.trace_events += runs[0].trace_events
+        record.trace_failure = record.trace_failure or runs[0].trace_problem
         if message is not None:
             return _failed(record, machine.__name__, path, message, minimise=True)
     return None

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hypothesis.stateful import RuleBasedStateMachine
-
 from settled.model import Protocol, build_query_machine
 
 from ._adapter import Adapter

@@ -59,8 +59,11 @@ def _line(trigger: str, guards: str) -> str:
     return f"{trigger} [{guards}]" if guards else trigger
 
 
-def to_dot(p: Protocol, counts: Mapping[str, int] | None = None) -> str:
-    """The DOT text; with ``counts`` (trigger → times fired) a coverage overlay."""
+Counts = Mapping[tuple[str, str, str], int]  # (from state, to state, trigger) -> times fired
+
+
+def to_dot(p: Protocol, counts: Counts | None = None) -> str:
+    """The DOT text; with ``counts`` a coverage overlay of a lockstep campaign."""
     out = [f'digraph "{p.name}" {{',
            '  graph [rankdir=TB, fontname="Helvetica", nodesep=0.35, ranksep=0.45, '
            f'label="{p.name}: {p.meaning}", labelloc=t];',
@@ -84,7 +87,7 @@ def to_dot(p: Protocol, counts: Mapping[str, int] | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _dot_edge(e: Edge, counts: Mapping[str, int] | None) -> list[str]:
+def _dot_edge(e: Edge, counts: Counts | None) -> list[str]:
     by_actor: dict[str, list[tuple[str, str]]] = {}
     for trigger, guards, actor in e.lines:
         # One loop per state: several loops with labels on one node overlap unreadably.
@@ -96,17 +99,25 @@ def _dot_edge(e: Edge, counts: Mapping[str, int] | None) -> list[str]:
         text = "\\l".join(_line(t, g) for t, g in items) + "\\l"
         style = ACTOR_STYLE.get(actor, "")
         if counts is not None:
-            fired = sum(counts.get(t, 0) for t, _ in items)
-            text = "\\l".join(f"{_line(t, g)}  ×{counts.get(t, 0)}" for t, g in items) + "\\l"
-            style += f", penwidth={_width(fired)}"
-            if fired == 0:
-                style += ', color="#ff00ff", fontcolor="#ff00ff", style=bold'
+            times = [counts.get((e.source, e.dest, t), 0) for t, _ in items]
+            text = "\\l".join(f"{_line(t, g)}  ×{n}" + ("  NEVER FIRED" if n == 0 else "")
+                              for (t, g), n in zip(items, times, strict=True)) + "\\l"
+            style = _coverage_style(sum(times), min(times))
         lines.append(f'  "{e.source}" -> "{e.dest}" [label="{text}", {style}];')
     return lines
 
 
-def _width(fired: int) -> float:
-    return 1.0 if fired == 0 else round(min(6.0, 1.0 + fired.bit_length() * 0.4), 1)
+def _coverage_style(fired: int, least: int) -> str:
+    """Darker and thicker the more often fired; never-fired edges in loud magenta."""
+    if least == 0:
+        return 'color="#ff00ff", fontcolor="#c000c0", style=bold, penwidth=2.5'
+    shade = max(0x20, 0xd0 - fired.bit_length() * 0x14)
+    width = round(min(6.0, 1.0 + fired.bit_length() * 0.35), 1)
+    return f'color="#{shade:02x}{shade:02x}{shade:02x}", penwidth={width}'
+
+
+def coverage_svg(p: Protocol, counts: Counts) -> bytes:
+    return to_svg(to_dot(p, counts).replace(f'label="{p.name}: ', f'label="{p.name} coverage: ', 1))
 
 
 def to_svg(dot: str) -> bytes:

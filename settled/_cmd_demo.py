@@ -1,0 +1,118 @@
+"""``settled demo query`` and ``settled demo approval``: each seed's story, end to end.
+
+Each demo runs the real implementation on a fresh temporary folder and says
+whether the story held (exit 0) or not (exit 1, naming what did not). The
+query demo's event log is then replayed through the model with the trace
+checker; that check lives here because ``impl/`` never imports the
+conformance kit.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+from rich.console import Console
+
+from settled.conformance._trace import CheckReport, check_lines
+from settled.impl._demo_approval import demo_approval
+from settled.impl._demo_query import STORE_FILE, demo_query
+from settled.impl._events import trace_lines
+
+__all__ = ["APPROVAL_STORY", "approval_problems", "query_problems", "query_story", "register"]
+
+AsJson = Annotated[bool, typer.Option("--json", help="Print only the story's facts as one JSON object.")]
+
+# What seed 000's 04_idempotency.py printed; the demo must print exactly this.
+APPROVAL_STORY: Final = {"observed_delta": 5, "replay_same_result": True, "lookup_status": "found",
+                         "different_arguments": "idempotency_conflict"}
+
+out = Console(highlight=False, soft_wrap=True, markup=False)
+demo = typer.Typer(name="demo", no_args_is_help=True, add_completion=False,
+                   help="Tell a seed's story on fresh files with the real implementation.")
+
+
+def _say(line: str) -> None:
+    out.print(line)
+
+
+def query_story(directory: Path, say: Any = None) -> tuple[dict[str, Any], CheckReport]:
+    """Run the query demo in ``directory`` and replay its event log through the model."""
+    facts = demo_query(directory, say)
+    report = check_lines(trace_lines(directory / STORE_FILE))
+    facts["trace_conforms"] = report.ok
+    return facts, report
+
+
+def query_problems(facts: dict[str, Any]) -> list[str]:
+    """What of seed 003's story did not hold; empty when all of it did."""
+    query, task, note = facts["query"], facts["task"], facts["notification"]
+    wanted = [
+        (query["state"] == "succeeded" and query["result_yuan"] == 16.0, "Q2 succeeded with 16 yuan"),
+        (query["executions_on_platform"] == 1 == query["submissions"], "Q2 ran once, submitted once"),
+        (query["authorized_condition_version"] == 2, "Q2 kept its authorized version 2 (Q23)"),
+        (facts["partial_quote"]["refused_with"] == "InvalidInput", "a partial quote is refused (Q5)"),
+        (task["condition_version"] == 3 and not task["phase_moved_by_late_result"],
+         "the late result did not move version 3's phase (Q24)"),
+        (note["condition_version"] == 2 and "earlier app monthly total" in note["answer"]
+         and not note["authorizes"], "the notification tells the earlier app monthly total (Q25)"),
+        (facts["draft_q3"] == {"state": "awaiting_confirmation", "condition_version": 3},
+         "Q3 still awaits its own confirmation"),
+        (facts["trace_conforms"], "the event log conforms to the model"),
+    ]
+    return [f"expected: {fact}" for held, fact in wanted if not held]
+
+
+def approval_problems(facts: dict[str, Any]) -> list[str]:
+    """What of seed 000's example did not hold; empty when all of it did."""
+    return [f"{key}: expected {want!r}, got {facts.get(key)!r}"
+            for key, want in APPROVAL_STORY.items() if facts.get(key) != want]
+
+
+def _finish(facts: dict[str, Any], problems: list[str], as_json: bool, summary: str) -> None:
+    if as_json:
+        print(json.dumps(facts, ensure_ascii=False))
+    elif problems:
+        out.print("the story did not hold:")
+        for problem in problems:
+            out.print(f"  {problem}")
+    else:
+        out.print(summary)
+    raise typer.Exit(1 if problems else 0)
+
+
+@demo.command()
+def query(as_json: AsJson = False) -> None:
+    """Seed 003: "只看 app，再执行", a lost answer, a move to version 3, and the late 16 yuan."""
+    with tempfile.TemporaryDirectory(prefix="settled-query-demo-") as folder:
+        facts, report = query_story(Path(folder), None if as_json else _say)
+    if not as_json:
+        verdict = "conforms" if report.ok else f"{len(report.violations)} violation(s)"
+        out.print(f"trace check: {report.events} events of {report.instances} queries: {verdict}")
+        for violation in report.violations:
+            out.print(violation.text())
+    q, task = facts["query"], facts["task"]
+    runs = q["executions_on_platform"]
+    summary = (f"story held: Q2 ran {'once' if runs == 1 else f'{runs} times'} on the platform and "
+               f"{q['state']} with {q['result_yuan']:g} yuan at condition version "
+               f"{q['authorized_condition_version']}; task A is at version {task['condition_version']} "
+               f"with phase {task['phase']}, untouched by the late result; Q3 awaits confirmation.")
+    _finish(facts, query_problems(facts), as_json, summary)
+
+
+@demo.command()
+def approval(as_json: AsJson = False) -> None:
+    """Seed 000: an approved stock adjustment, its replay, a lookup and a conflicting token reuse."""
+    with tempfile.TemporaryDirectory(prefix="settled-approval-demo-") as folder:
+        facts = demo_approval(folder, None if as_json else _say)
+    summary = (f"story held: stock changed by {facts['observed_delta']} once; the replay returned "
+               f"the first result; the lookup found the token; other arguments under it were an "
+               f"{facts['different_arguments']}.")
+    _finish(facts, approval_problems(facts), as_json, summary)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(demo, name="demo")

@@ -1,0 +1,95 @@
+"""``settled explore``: exhaustive model checking of one declared machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from settled.conformance._explore import ExploreResult, explore
+from settled.model import MACHINES, Protocol, build_query_machine
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def machine_for(name: str, workers: int | None) -> Protocol:
+    """The named machine at the given bounds; a clear error for an unknown name."""
+    if name not in MACHINES:
+        err.print(f"unknown model {name!r}; choose one of {sorted(MACHINES)}")
+        raise typer.Exit(2)
+    if name == "query" and workers is not None:
+        if workers < 1:
+            err.print(f"--workers must be at least 1, got {workers}")
+            raise typer.Exit(2)
+        return build_query_machine(workers=workers)
+    return MACHINES[name]
+
+
+class Progress:
+    """A live line (states, frontier, rate) for long runs; silent when not wanted."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.live = Live(Text(""), console=err, transient=True) if enabled else None
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.__exit__(None, None, None)
+
+    def __call__(self, states: int, frontier: int, seconds: float) -> None:
+        if self.live:
+            rate = states / seconds if seconds else 0.0
+            self.live.update(Text(f"explored {states:,} states, frontier {frontier:,}, "
+                                  f"{rate:,.0f} states/s"))
+
+
+def report_text(result: ExploreResult) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(f"{result.model}: {result.states:,} states, {result.edges:,} edges in "
+              f"{result.seconds:.2f}s ({result.states_per_second:,.0f} states/s), "
+              f"bounds {result.bounds}")
+    for f in result.findings:
+        rules = ", ".join(f.rules) or "-"
+        out.print(f"[bold]{f.kind}[/bold] {f.name} ({rules}): {f.text}")
+        if f.counterexample is not None:
+            out.print(f.counterexample.steps_text())
+    out.print("no violations, deadlocks, traps, unreached states or unfired transitions"
+              if result.ok else f"{len(result.findings)} finding(s)")
+
+
+def explore_command(
+    model: Annotated[str, typer.Argument(help=f"The machine: {', '.join(MACHINES)}.")],
+    queries: Annotated[int, typer.Option("--queries", "--instances", min=1,
+                                         help="Instances composed side by side.")] = 1,
+    workers: Annotated[int | None, typer.Option(help="Workers (query machine).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    itf: Annotated[Path | None, typer.Option(help="Write each counterexample as ITF here.")] = None,
+    graph: Annotated[Path | None, typer.Option(help="Write the state graph as JSON here.")] = None,
+    max_states: Annotated[int | None, typer.Option(min=1, help="Stop after this many states.")] = None,
+) -> None:
+    """Explore every reachable state; exit 0 only when nothing is found."""
+    protocol = machine_for(model, workers)
+    with Progress(not as_json) as progress:
+        result = explore(protocol, instances=queries, max_states=max_states, progress=progress)
+    if itf is not None:
+        result.write_itf(itf)
+    if graph is not None:
+        graph.write_text(json.dumps(result.graph_json(), sort_keys=True) + "\n", encoding="utf-8")
+    if as_json:
+        print(json.dumps(result.to_json(), sort_keys=True, default=str))
+    else:
+        report_text(result)
+    raise typer.Exit(0 if result.ok and result.complete else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explore")(explore_command)

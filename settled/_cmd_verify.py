@@ -1,0 +1,83 @@
+"""``settled verify``: the one command a reviewer runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from settled._verify import SEED, verify
+from settled.conformance._profiles import PROFILES
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _mark(ok: bool) -> str:
+    return "[green]✓[/green]" if ok else "[red]✗[/red]"
+
+
+def summary(result: dict[str, Any]) -> Table:
+    table = Table(title="settled verify")
+    for col in ("machine", "static", "explore", "lockstep", "trace check", "ok"):
+        table.add_column(col)
+    for name, m in result["machines"].items():
+        ex, ls, tc = m["explore"], m["lockstep"], m["trace_check"]
+        table.add_row(
+            name, _mark(not any(m["static"].values())),
+            f"{_mark(ex['ok'])} {ex['states']:,} states, {ex['seconds']}s",
+            f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs, {ls.get('steps', 0):,} steps, "
+            f"{ls.get('seconds', 0)}s",
+            f"{_mark(tc['ok'])} {tc['events']:,} events", _mark(m["ok"]))
+    views = result["views"]
+    table.add_row("views", "", "", "", "", _mark(views["ok"]))
+    return table
+
+
+def details(result: dict[str, Any]) -> None:
+    for name, m in result["machines"].items():
+        for key, value in m["static"].items():
+            if value:
+                err.print(f"{name}: static {key}: {value}")
+        if m["explore"]["findings"]:
+            err.print(f"{name}: explorer findings {m['explore']['findings']}; run "
+                      f"'settled explore {name}' for the counterexamples")
+        ls = m["lockstep"]
+        if ls.get("failure"):
+            err.print(f"{name}: {ls['failure']}")
+        if ls.get("unfired_transitions"):
+            err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
+    for name in result["views"].get("stale", []):
+        err.print(f"stale diagrams/{name}: run 'settled verify --write' (or settled diagrams / "
+                  "settled spec) and commit it")
+
+
+def verify_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    write: Annotated[bool, typer.Option("--write", help="Regenerate diagrams, spec and coverage "
+                                                         "instead of checking them.")] = False,
+    root: Annotated[Path, typer.Option(help="Project folder holding diagrams/ and tests/.")] = Path("."),
+    profile: Annotated[str, typer.Option(help=f"Lockstep profile: {', '.join(PROFILES)}.")] = "ci",
+    seed: Annotated[int, typer.Option(help="Lockstep seed.")] = SEED,
+) -> None:
+    """Static checks, exhaustive exploration, lockstep campaign, trace check and drift check."""
+    if profile not in PROFILES:
+        err.print(f"unknown profile {profile!r}; choose one of {sorted(PROFILES)}")
+        raise typer.Exit(2)
+    say = (lambda line: None) if as_json else (lambda line: err.print(f"… {line}"))
+    result = verify(root, write=write, profile_name=profile, seed=seed, say=say)
+    if as_json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        details(result)
+        Console(highlight=False).print(summary(result))
+        Console(highlight=False).print(f"{'OK' if result['ok'] else 'FAILED'} in "
+                                       f"{result['seconds']}s")
+    raise typer.Exit(0 if result["ok"] else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify_command)

@@ -1,0 +1,114 @@
+"""``settled verify``: everything a reviewer needs to trust the protocols, in one run.
+
+For every declared machine: the static checks of its protocol graph, the
+exhaustive exploration at default bounds, the lockstep campaign (ci profile,
+fixed seed) against the bundled SQLite implementation, and the trace check
+of that campaign's event logs (every run's log is replayed through the model
+by the trace checker); then the drift check of the generated diagrams and
+spec. ``ok`` only when all of it holds.
+
+The coverage overlays (``diagrams/<machine>.coverage.svg``) are written by
+``--write`` from the campaign's counts. A fixed seed makes them reproducible,
+but they record a random campaign, not the specification, so ``--check``
+does not fail on them; ``--write`` keeps them current.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from settled import _diagrams
+from settled._cmd_views import diagram_files, spec_files
+from settled.conformance._explore import explore
+from settled.conformance._lockstep import run_lockstep, unfired
+from settled.conformance._profiles import profile
+from settled.conformance._suites import SUITES
+from settled.model import MACHINES, Protocol
+from settled.model._graph import static_findings
+
+SEED = 20261202
+EXPLORE_INSTANCES = {"query": 1, "approval": 2}
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class MachineReport:
+    name: str
+    static: dict[str, list[str]] = field(default_factory=dict)
+    explore: dict[str, Any] = field(default_factory=dict)
+    lockstep: dict[str, Any] = field(default_factory=dict)
+    trace_check: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return (not any(self.static.values()) and self.explore.get("ok", False)
+                and self.lockstep.get("ok", False) and self.trace_check.get("ok", False))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "static": self.static, "explore": self.explore,
+                "lockstep": self.lockstep, "trace_check": self.trace_check}
+
+
+def check_static(p: Protocol) -> dict[str, list[str]]:
+    return dict(static_findings(p))
+
+
+def check_explore(p: Protocol, instances: int) -> dict[str, Any]:
+    result = explore(p, instances=instances)
+    return {"ok": result.ok and result.complete, "states": result.states, "edges": result.edges,
+            "instances": instances, "seconds": round(result.seconds, 2),
+            "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
+
+
+def check_lockstep(name: str, profile_name: str, seed: int) -> tuple[dict[str, Any],
+                                                                     dict[str, Any], Any]:
+    suite = SUITES[name]()
+    start = time.perf_counter()
+    record = run_lockstep(suite.lockstep(), profile(profile_name), seed=seed)
+    seconds = time.perf_counter() - start
+    missing = unfired(suite.protocol, record.fired)
+    lockstep = {"ok": record.failure is None and not missing, "profile": profile_name,
+                "seed": seed, "examples": record.examples, "steps": sum(record.fired.values()),
+                "seconds": round(seconds, 2), "unfired_transitions": missing,
+                "failure": record.failure}
+    trace = {"ok": record.trace_failure is None and record.trace_events > 0,
+             "events": record.trace_events, "failure": record.trace_failure}
+    return lockstep, trace, record
+
+
+def check_views(root: Path, write: bool) -> list[str]:
+    files = {**diagram_files(), **spec_files(root)}
+    return _diagrams.write_or_check(files, root / "diagrams", check=not write)
+
+
+def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: int = SEED,
+           machines: list[str] | None = None, say: Say = lambda line: None) -> dict[str, Any]:
+    start = time.perf_counter()
+    reports = {}
+    for name in machines or list(MACHINES):
+        p, report = MACHINES[name], MachineReport(name)
+        say(f"{name}: static checks")
+        report.static = check_static(p)
+        say(f"{name}: exploring every reachable state")
+        report.explore = check_explore(p, EXPLORE_INSTANCES.get(name, 1))
+        if name in SUITES:
+            say(f"{name}: lockstep campaign ({profile_name} profile) against the SQLite implementation")
+            report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed)
+            if write:
+                svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges)
+                _diagrams.write_or_check({f"{name}.coverage.svg": svg}, root / "diagrams", False)
+        else:
+            report.lockstep = {"ok": False, "failure": f"no lockstep suite for {name}"}
+            report.trace_check = {"ok": False, "events": 0}
+        reports[name] = report
+    say("diagrams and spec: drift check" if not write else "diagrams and spec: regenerating")
+    stale = check_views(root, write)
+    views = {"ok": write or not stale, "stale" if not write else "written": stale}
+    ok = all(r.ok for r in reports.values()) and views["ok"]
+    return {"ok": ok, "machines": {n: r.to_json() for n, r in reports.items()}, "views": views,
+            "seconds": round(time.perf_counter() - start, 2)}
