@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Annotated
 
@@ -39,5 +40,22 @@ def check(
     raise typer.Exit(0 if report.ok else 1)
 
 
+def export_trace(
+    db: Annotated[Path, typer.Argument(help="A store file of the bundled implementation.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The JSON Lines file to write.")],
+) -> None:
+    """Write an implementation's event log as settled.trace/1 JSON Lines."""
+    from settled.impl._errors import SettledError
+    from settled.impl._events import export_jsonl
+
+    try:
+        count = export_jsonl(db, output)
+    except (SettledError, OSError, sqlite3.Error) as exc:
+        err.print(f"cannot export {db}: {exc}")
+        raise typer.Exit(2) from None
+    err.print(f"wrote {count} events to {output}")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(check)
+    app.command("export-trace")(export_trace)

@@ -149,3 +149,20 @@ def test_cli_exit_codes_say_conforming_violating_unreadable(tmp_path):
     assert failed.returncode == 2 and "line 1: not JSON" in failed.stderr
     assert "Traceback" not in failed.stderr
     assert run_cli("check", str(tmp_path / "missing.jsonl")).returncode == 2
+
+
+def test_export_trace_writes_the_implementations_log_and_it_conforms(tmp_path):
+    from settled.impl._demo_query import demo_query
+
+    demo_query(tmp_path)
+    out = tmp_path / "trace.jsonl"
+    exported = run_cli("export-trace", str(tmp_path / "query-store.db"), "-o", str(out))
+    assert exported.returncode == 0 and "wrote 11 events" in exported.stderr
+    assert all(json.loads(line)["schema"] == "settled.trace/1" for line in out.read_text().splitlines())
+    assert run_cli("check", str(out)).returncode == 0
+
+
+def test_export_trace_of_a_missing_store_is_a_clear_error(tmp_path):
+    result = run_cli("export-trace", str(tmp_path / "nope.db"), "-o", str(tmp_path / "t.jsonl"))
+    assert result.returncode == 2 and "no query store" in result.stderr
+    assert not (tmp_path / "nope.db").exists()
