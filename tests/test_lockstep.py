@@ -121,3 +121,18 @@ def test_a_refusal_that_changes_the_implementation_is_caught():
     assert replay(MODEL, lambda: QueryAdapter(3, 2), 3, FORBIDDEN, steps) is None
     message = replay(MODEL, lambda: LeakyCancel(3, 2), 3, FORBIDDEN, steps)
     assert message is not None and "refuse q0 cancel: the refusal changed the implementation" in message
+
+
+@pytest.mark.slow
+@pytest.mark.rule("Q13")
+@pytest.mark.rule("Q16")
+@pytest.mark.rule("Q21")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_long_campaign_finds_no_divergence(seed):
+    """The thorough profile (or $SETTLED_PROFILE): many more and longer runs than ci."""
+    import os
+
+    record = run_lockstep(lockstep(), profile(os.environ.get("SETTLED_PROFILE", "thorough")),
+                          seed=seed)
+    assert record.failure is None, record.failure
+    assert not unfired(MODEL, record.fired)
