@@ -95,7 +95,6 @@ UNFIRED = "unfired_transition"
 
 GENERATOR = "settled explore"
 _PROGRESS_EVERY = 0.2  # seconds between progress calls: at most ~5 per second
-_ORACLE_POOL = 512  # fired oracles kept for the configuration they reached
 
 
 class OracleDisagreement(AssertionError):
@@ -944,41 +943,30 @@ def _oracle_successors(protocol: Protocol) -> Successors:
             groups.setdefault(t.trigger, []).append(t)
         plan[s] = [(trigger, _param_union(group)) for trigger, group in groups.items()]
 
-    # Building a transitions.Machine costs far more than firing it, so a fired oracle is
-    # kept for the configuration it reached (a self-loop's oracle is simply reused), up to a
-    # bounded number waiting for their configuration's turn.
-    pool: dict[Config, Oracle] = {}
-    done: set[Config] = set()
-
-    def fresh(config: Config) -> Oracle:
-        return pool.pop(config, None) or Oracle(protocol, config)
+    # One transitions.Machine, reset to each configuration before each trigger:
+    # building a machine costs far more than firing it.
+    oracle = Oracle(protocol)
 
     def successors(config: Config) -> list[Step]:
         table = {(s.transition.trigger, tuple(sorted(s.params.items()))): s
                  for s in protocol.enabled(config)}
         out: list[Step] = []
-        done.add(config)
-        oracle = fresh(config)
         for trigger, choices in plan[config.state]:
             for params in choices:
                 expected = table.pop((trigger, tuple(sorted(params.items()))), None)
-                try:
-                    after = oracle.fire(trigger, **params)
-                except IllegalTransition as exc:
+                oracle.reset(config)
+                after = oracle.try_fire(trigger, **params)
+                if after is None:
                     if expected is not None:
                         raise OracleDisagreement(
                             f"{protocol.name}: the table allows {trigger} {dict(params)} in "
-                            f"{config} but the oracle refused: {exc}") from exc
+                            f"{config} but the oracle refused it")
                     continue
                 if expected is None or expected.after != after:
                     raise OracleDisagreement(
                         f"{protocol.name}: {trigger} {dict(params)} from {config}: the oracle "
                         f"reached {after}, the table {expected.after if expected else 'refuses it'}")
                 out.append(Step(expected.transition, params, after))
-                if after != config:  # a fired oracle has moved on: keep it for where it is
-                    if after not in done and after not in pool and len(pool) < _ORACLE_POOL:
-                        pool[after] = oracle
-                    oracle = fresh(config)
         if table:
             raise OracleDisagreement(f"{protocol.name}: the table allows {sorted(table)} in "
                                      f"{config}, which the oracle was never offered")

@@ -51,6 +51,19 @@ class Oracle:
         values = tuple(self._model.values[n] for n in self.protocol.variable_names)
         return Config(self._model.state, values)
 
+    def reset(self, config: Config) -> None:
+        """Put the oracle in ``config`` (reusing one machine is far cheaper than building one)."""
+        self._machine.set_state(config.state, model=self._model)
+        self._model.values = dict(self.protocol.view(config))
+
+    def try_fire(self, trigger: str, **params: Value) -> Config | None:
+        """Take ``trigger`` if allowed; None (and no change) if not, without a diagnosis."""
+        try:
+            moved = self._model.trigger(trigger, **params)  # type: ignore[attr-defined]
+        except (MachineError, AttributeError):
+            return None
+        return self.config if moved else None
+
     def fire(self, trigger: str, **params: Value) -> Config:
         """Take ``trigger`` with ``params``; :class:`IllegalTransition` if not allowed."""
         before = self.config
