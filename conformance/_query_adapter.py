@@ -26,7 +26,6 @@ from typing import Any
 
 from settled.impl._crash import CrashNow, CrashPoints
 from settled.impl._errors import CallerError
-from settled.impl._events import events
 from settled.impl._platform import APP_MONTHLY_SQL, Fault, SyntheticPlatform
 from settled.impl._store import QueryStore
 from settled.impl._worker import Worker
@@ -267,8 +266,7 @@ class QueryAdapter(Adapter):
 
     # ------------------------------------------------------------------ trace
     def trace_lines(self) -> Iterable[str]:
-        for row in events(self.store._conn):
-            yield json.dumps(row)
+        return [json.dumps(row) for row in self.store.events()]
 
     def close(self) -> None:
         for w in self.workers:
