@@ -1,0 +1,566 @@
+"""The measurements behind ``settled bench``: each section returns a plain dict.
+
+Theory of operation. The machine this runs on is shared and noisy, so no
+figure is trusted alone: every rate is measured next to a baseline in the
+same run and reported with the ratio between them, which drifts much less
+than either rate.
+
+- ``impl``: queries settled end to end by the SQLite implementation
+  (draft, the user's yes, confirm, one worker to ``succeeded`` with its
+  notification) next to a bare ``BEGIN IMMEDIATE; INSERT; COMMIT`` loop on
+  a file in the same directory, opened with the same settings. The two are
+  interleaved in rounds so a burst of noise hits both. The number of write
+  transactions per query is counted by wrapping ``impl._db.write`` during one
+  query, so ``ratio_to_raw_commits`` says how much of the raw commit rate the
+  protocol uses (1.0 would mean commits are all it costs). Four worker
+  processes then race over one database, and every query must have run on
+  the platform exactly once.
+- ``lockstep``: the conformance kit against the implementation, next to a
+  no-op state machine with the same rule shape, same settings and seed.
+- ``trace_check``: the trace checker next to a bare ``json.loads`` pass
+  over the same file.
+- ``explore``: the table explorer next to the ``transitions`` oracle on the
+  same model.
+
+The files go to a real directory on disk (the system temp directory unless
+told otherwise, never a RAM disk by default): the commits are the point. The
+lockstep kit keeps its own choice of directory (a RAM disk where there is
+one), since that is what ``settled verify`` runs on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import platform as host
+import random
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from itertools import accumulate, chain, count, islice
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, rule
+
+from settled.conformance import _trace
+from settled.conformance._explore import explore, explore_via_transitions
+from settled.conformance._lockstep import MIN_STEPS
+from settled.conformance._suites import query_suite
+from settled.conformance._tracegen import event_of
+from settled.impl import _db
+from settled.impl._demo_approval import bench_approval
+from settled.impl._errors import Busy
+from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl._store import QueryStore, utc_now
+from settled.impl._worker import Worker
+from settled.model import QUERY, Config, Protocol, QueryState, Step, build_query_machine
+
+__all__ = ["FULL", "QUICK", "Sizes", "bench_explore", "bench_impl", "bench_lockstep",
+           "bench_trace_check", "count_transactions", "fast_trace_lines", "run_bench"]
+
+Say = Callable[[str], None]
+SEED = 20260203
+SESSION, USER, ZONE = "bench-session", "bench-user", "Asia/Shanghai"
+YES = "run it"  # the user's whole confirming message, quoted back by confirm (Q5)
+LEASE_SECONDS = 30
+RACERS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    rounds: int  # interleaved rounds of the impl and lockstep comparisons
+    queries_per_round: int  # one-worker queries settled per round
+    raw_commits_per_round: int
+    race_queries: int  # queued up front for the four worker processes
+    lockstep_examples: int
+    lockstep_steps: int
+    trace_events: int  # at least this many; generation stops at an instance boundary
+    explore_bounds: tuple[int, int, int]  # build_query_machine(workers, max_epoch, max_task_version)
+    explore_instances: int
+    transitions_max_states: int | None  # None: the oracle side explores the whole space too
+    approval_seconds: float
+
+
+# About a minute and a half on a shared 2-core machine. The explored model has
+# over three million states and its oracle run fits whole, so the ratio
+# compares two complete runs rather than a sample against a full one (on a
+# sample the oracle's per-configuration cost would be over-weighed hugely).
+FULL = Sizes(rounds=3, queries_per_round=40, raw_commits_per_round=1500, race_queries=200,
+             lockstep_examples=30, lockstep_steps=50, trace_events=1_000_000,
+             explore_bounds=(2, 2, 1), explore_instances=2, transitions_max_states=None,
+             approval_seconds=4.0)
+QUICK = Sizes(rounds=1, queries_per_round=4, raw_commits_per_round=200, race_queries=8,
+              lockstep_examples=3, lockstep_steps=MIN_STEPS + 5, trace_events=20_000,
+              explore_bounds=(1, 1, 2), explore_instances=2, transitions_max_states=None,
+              approval_seconds=0.4)
+
+
+def _rate(n: float, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else 0.0
+
+
+def _ratio(a: float, b: float) -> float:
+    return round(a / b, 3) if b > 0 else 0.0
+
+
+# --------------------------------------------------------------------------- impl
+@dataclass
+class _World:
+    """One store, its platform and one worker, with a task and a run to confirm from."""
+
+    store: QueryStore
+    worker: Worker
+    platform: SyntheticPlatform
+    task_id: str
+    run_id: str
+
+    def authorize(self) -> str:
+        """The user's side of one query: draft (checked by the platform), a yes, confirm."""
+        draft = self.store.request_query(self.task_id, APP_MONTHLY_SQL)
+        message = self.store.receive_message(SESSION, USER, YES, (utc_now(), ZONE))
+        self.store.attribute_message(message.message_id, self.task_id)
+        self.store.confirm(draft.query_id, draft.draft_version, draft.condition_version, YES,
+                           message.message_id, self.run_id)
+        return str(draft.query_id)
+
+    def settle_one(self) -> str:
+        query_id = self.authorize()
+        self.worker.run_until_idle()
+        return query_id
+
+
+@contextmanager
+def _world(directory: Path) -> Iterator[_World]:
+    # auto_complete_after_polls=1: the worker's first lookup finds the query
+    # finished, so a query settles with one submit and one lookup.
+    with SyntheticPlatform(directory / "platform", auto_complete_after_polls=1) as platform, \
+            QueryStore(directory / "store.db", platform) as store, \
+            Worker(directory / "store.db", platform, "w1", LEASE_SECONDS) as worker:
+        task = store.create_task(USER, SESSION, {"month": "2026-01", "channel": "app"})
+        yield _World(store, worker, platform, task.task_id, store.start_run(SESSION))
+
+
+@contextmanager
+def count_transactions() -> Iterator[Counter[str]]:
+    """Count the write transactions committed through ``impl._db.write``, by opening module.
+
+    The implementation's modules import ``write`` by name, so each module's
+    binding is swapped for a counting wrapper and put back afterwards. A
+    transaction that rolls back is not counted.
+    """
+    counts: Counter[str] = Counter()
+    original = _db.write
+    swapped: list[Any] = [m for name, m in list(sys.modules.items())
+                          if name.startswith("settled.impl.") and getattr(m, "write", None) is original]
+    for module in swapped:
+        module.write = _counting(original, counts, module.__name__.rsplit(".", 1)[-1].lstrip("_"))
+    try:
+        yield counts
+    finally:
+        for module in swapped:
+            module.write = original
+
+
+def _counting(original: Callable[[sqlite3.Connection], AbstractContextManager[sqlite3.Connection]],
+              counts: Counter[str], owner: str) -> Callable[..., Any]:
+    @contextmanager
+    def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        with original(conn) as inside:
+            yield inside
+        counts[owner] += 1  # reached only after COMMIT
+
+    return write
+
+
+def _raw_commits(conn: sqlite3.Connection, n: int) -> float:
+    """Seconds for ``n`` bare write transactions of one small row each."""
+    start = time.perf_counter()
+    for i in range(n):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO raw (n, payload) VALUES (?, ?)", (i, "x" * 64))
+        conn.execute("COMMIT")
+    return time.perf_counter() - start
+
+
+def _one_worker(world: _World, raw: sqlite3.Connection, sizes: Sizes,
+                say: Say) -> tuple[float, float, list[str]]:
+    """(query seconds, raw commit seconds, query ids), interleaved round by round."""
+    query_seconds = raw_seconds = 0.0
+    ids: list[str] = []
+    for r in range(1, sizes.rounds + 1):
+        say(f"impl: round {r}/{sizes.rounds}: {sizes.raw_commits_per_round} raw commits, "
+            f"{sizes.queries_per_round} queries with one worker")
+        raw_seconds += _raw_commits(raw, sizes.raw_commits_per_round)
+        start = time.perf_counter()
+        ids += [world.settle_one() for _ in range(sizes.queries_per_round)]
+        query_seconds += time.perf_counter() - start
+    return query_seconds, raw_seconds, ids
+
+
+def _settled_check(store: QueryStore, platform: SyntheticPlatform, task_id: str,
+                   ids: list[str]) -> int:
+    """Every query succeeded with one notification; returns the duplicate executions."""
+    states = Counter(store.query(q).state for q in ids)
+    if states != Counter({QueryState.SUCCEEDED: len(ids)}):
+        raise RuntimeError(f"bench: not every query succeeded: {dict(states)}")
+    notes = Counter(n.query_id for n in store.notifications(task_id))
+    if any(notes[q] != 1 for q in ids):
+        raise RuntimeError("bench: a settled query does not have exactly one notification")
+    return sum(max(0, platform.executions(q) - 1) for q in ids)
+
+
+def _race_worker(store_path: str, platform_dir: str, name: str, ready: Any) -> None:
+    """One of the racing worker processes: open everything, wait for the start, run dry."""
+    try:
+        with SyntheticPlatform(platform_dir, auto_complete_after_polls=1) as platform, \
+                Worker(store_path, platform, name, LEASE_SECONDS) as worker:
+            platform.check(APP_MONTHLY_SQL)  # opens the orders sandbox before the clock starts
+            ready.wait(timeout=120)
+            while True:
+                try:
+                    worker.run_until_idle()
+                    return
+                except Busy:
+                    continue  # "nothing was written, retry the same call"
+    except BaseException:
+        ready.abort()  # the parent and the other racers stop waiting at once
+        raise
+
+
+def _race(directory: Path, n: int, say: Say) -> tuple[float, int]:
+    """(wall seconds for ``RACERS`` worker processes to settle ``n`` queued queries, duplicates)."""
+    with _world(directory) as world:
+        ids = [world.authorize() for _ in range(n)]
+        say(f"impl: {n} queries queued; {RACERS} worker processes race over them")
+        # fork: the racers start in milliseconds and never import a main module.
+        # They open their own connections and never touch the parent's (SQLite
+        # forbids using a connection on both sides of a fork), and a forked
+        # multiprocessing child leaves through os._exit, so it closes none either.
+        context = multiprocessing.get_context("fork")
+        ready = context.Barrier(RACERS + 1)
+        racers = [context.Process(target=_race_worker, name=f"settled-bench-p{i}", args=(
+            str(world.store.path), str(world.platform.directory), f"p{i}", ready))
+            for i in range(RACERS)]
+        for p in racers:
+            p.start()
+        # Every racer has opened its files: start the clock. A broken barrier
+        # means one failed while opening; its exit code says so below.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            ready.wait(timeout=120)
+        start = time.perf_counter()
+        for p in racers:
+            p.join(timeout=600)
+        seconds = time.perf_counter() - start
+        for p in racers:
+            if p.is_alive():  # hung: a bug to report, not a figure to wait for
+                p.terminate()
+                p.join()
+        failed = [p.name for p in racers if p.exitcode != 0]
+        if failed:
+            raise RuntimeError(f"bench: worker process(es) {failed} failed; see their stderr")
+        return seconds, _settled_check(world.store, world.platform, world.task_id, ids)
+
+
+def bench_impl(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
+    """Queries per second end to end, commits they need, and four racing worker processes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    raw = _db.connect(directory / "raw-commits.db")
+    try:
+        raw.execute("CREATE TABLE raw (n INTEGER NOT NULL, payload TEXT NOT NULL)")
+        with _world(directory / "one-worker") as world:
+            warm = world.settle_one()  # first-use costs stay out of every figure
+            with count_transactions() as counts:
+                counted = world.settle_one()
+            query_s, raw_s, ids = _one_worker(world, raw, sizes, say)
+            ids += [warm, counted]
+            duplicates = _settled_check(world.store, world.platform, world.task_id, ids)
+    finally:
+        raw.close()
+    race_s, race_duplicates = _race(directory / "four-workers", sizes.race_queries, say)
+    per_query, queries = sum(counts.values()), sizes.rounds * sizes.queries_per_round
+    qps, raw_rate = _rate(queries, query_s), _rate(sizes.rounds * sizes.raw_commits_per_round, raw_s)
+    return {"queries_per_second_1_worker": qps,
+            "queries_per_second_4_workers": _rate(sizes.race_queries, race_s),
+            "duplicate_executions": duplicates + race_duplicates,
+            "raw_commits_per_second": raw_rate,
+            "transactions_per_query": per_query,
+            "ratio_to_raw_commits": _ratio(qps * per_query, raw_rate),
+            "transactions_by_module": dict(sorted(counts.items())),
+            "queries_1_worker": queries, "queries_4_workers": sizes.race_queries,
+            "filesystem": filesystem_of(directory)}
+
+
+def filesystem_of(path: Path) -> str:
+    """The file system type holding ``path`` (from /proc/mounts), or "unknown"."""
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return "unknown"
+    resolved = str(path.resolve())
+    found = [(len(point), kind) for point, kind in mounts
+             if resolved == point or resolved.startswith(point.rstrip("/") + "/")]
+    return max(found)[1] if found else "unknown"
+
+
+# --------------------------------------------------------------------------- lockstep
+@dataclass
+class _Tally:
+    steps: int = 0
+    options: int = 0  # summed size of the lists the lockstep step drew its action from
+    forbidden: int = 0
+    forbidden_lists: int = 0
+
+
+def _bench_settings(sizes: Sizes) -> settings:
+    # Generation only (no shrinking, no targeting): both machines run the same
+    # kind of search, and a failure in the real one is reported, not minimised.
+    return settings(max_examples=sizes.lockstep_examples, stateful_step_count=sizes.lockstep_steps,
+                    deadline=None, database=None, derandomize=False, phases=[Phase.generate],
+                    suppress_health_check=list(HealthCheck))
+
+
+def _counted_lockstep(tally: _Tally) -> type[RuleBasedStateMachine]:
+    base = query_suite().lockstep("BenchLockstep")
+
+    class Counted(base):  # type: ignore[misc, valid-type]
+        """The suite's machine, counting steps and the size of what each step draws from."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            options, forbidden = self.run.options, self.run.forbidden_choices
+
+            def counted_options() -> list[Any]:
+                out: list[Any] = options()
+                tally.steps += 1  # the step rule calls this exactly once
+                tally.options += len(out) + len(out) // 4 + 1  # with the step's "forbidden" slots
+                return out
+
+            def counted_forbidden(i: int) -> list[Any]:
+                out: list[Any] = forbidden(i)
+                tally.forbidden, tally.forbidden_lists = tally.forbidden + len(out), tally.forbidden_lists + 1
+                return out
+
+            self.run.options, self.run.forbidden_choices = counted_options, counted_forbidden
+
+    return Counted
+
+
+def _noop_machine(tally: _Tally, size: int, forbidden: int, instances: int) -> type[RuleBasedStateMachine]:
+    """The lockstep rule's shape with nothing behind it: the same draws, no model, no files."""
+    slots: list[int | None] = [*range(size - size // 5), *[None] * (size // 5 or 1)]
+    refusals = list(range(max(forbidden, 1)))
+
+    class NoOp(RuleBasedStateMachine):
+        @rule(data=st.data())
+        def step(self, data: st.DataObject) -> None:
+            tally.steps += 1
+            action = data.draw(st.sampled_from(slots), label="action")
+            if action is None:
+                data.draw(st.integers(0, instances - 1), label="instance")
+                data.draw(st.sampled_from(refusals), label="forbidden")
+
+        @invariant()
+        def agrees(self) -> None:
+            pass
+
+    return NoOp
+
+
+def _timed_run(machine: type[RuleBasedStateMachine], sizes: Sizes, seed: int) -> float:
+    test = get_state_machine_test(machine, settings=_bench_settings(sizes), _min_steps=MIN_STEPS)
+    start = time.perf_counter()
+    hypothesis.seed(seed)(test)()
+    return time.perf_counter() - start
+
+
+def bench_lockstep(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
+    """Lockstep steps per second against the implementation, and a no-op machine's, same settings."""
+    real, noop = _Tally(), _Tally()
+    real_s = noop_s = 0.0
+    for r in range(sizes.rounds):
+        say(f"lockstep: round {r + 1}/{sizes.rounds}: {sizes.lockstep_examples} examples of up "
+            f"to {sizes.lockstep_steps} steps, then the no-op machine")
+        real_s += _timed_run(_counted_lockstep(real), sizes, SEED + r)
+        size = round(real.options / real.steps)
+        forbidden = round(real.forbidden / real.forbidden_lists) if real.forbidden_lists else 1
+        noop_s += _timed_run(_noop_machine(noop, size, forbidden, query_suite().instances), sizes,
+                             SEED + r)
+    steps, noop_steps = _rate(real.steps, real_s), _rate(noop.steps, noop_s)
+    return {"steps_per_second": steps, "noop_steps_per_second": noop_steps,
+            "ratio": _ratio(noop_steps, steps), "steps": real.steps, "noop_steps": noop.steps,
+            "draw_list_size": round(real.options / real.steps, 1), "seed": SEED,
+            "examples": sizes.rounds * sizes.lockstep_examples,
+            "stateful_step_count": sizes.lockstep_steps}
+
+
+# --------------------------------------------------------------------------- trace check
+@dataclass(frozen=True, slots=True)
+class _Moves:
+    """What a random walk may do from one configuration, worked out once."""
+
+    steps: tuple[Step, ...]
+    cumulative: tuple[int, ...]
+    total: float
+    tails: tuple[str | None, ...]  # the event's JSON after "seq", None for an unlogged step
+
+
+def _moves(p: Protocol, c: Config) -> _Moves:
+    steps = tuple(p.enabled(c))
+    # The weights of _tracegen.walk: settling early makes a dull run.
+    weights = [1 if s.after.state in p.terminal_states else 6 for s in steps]
+    cumulative = tuple(accumulate(weights))
+    tails: list[str | None] = []
+    for s in steps:
+        if s.transition.observable is None:
+            tails.append(None)
+            continue
+        event = event_of(p, "", 0, c, s)
+        for key in ("schema", "machine", "instance", "seq"):
+            del event[key]
+        tails.append(json.dumps(event, separators=(",", ":"))[1:])
+    return _Moves(steps, cumulative, (cumulative[-1] + 0.0) if steps else 0.0, tuple(tails))
+
+
+def _instance_batches(p: Protocol, seed: int, max_steps: int = 60) -> Iterator[list[str]]:
+    """The lines of ``_tracegen.trace_lines``, one list per instance, without end.
+
+    Memoises each configuration's steps, weights and event JSON, and draws
+    with the arithmetic of ``random.choices`` so the same seed gives the
+    same bytes (the tests compare the two).
+    """
+    rng, memo = random.Random(seed), dict[Config, _Moves]()
+    head = f'{{"schema":{json.dumps(_trace.SCHEMA_ID)},"machine":{json.dumps(p.name)},"instance":'
+    for i in count():
+        config, seq, lines = p.initial_config(), 0, []
+        instance = head + json.dumps(f"{p.name}-{i}") + ',"seq":'
+        for _ in range(max_steps):
+            moves = memo.get(config) or memo.setdefault(config, _moves(p, config))
+            if not moves.steps:
+                break
+            k = bisect_right(moves.cumulative, rng.random() * moves.total, 0, len(moves.steps) - 1)
+            if moves.tails[k] is not None:
+                seq += 1
+                lines.append(f"{instance}{seq},{moves.tails[k]}")
+            config = moves.steps[k].after
+        yield lines
+
+
+def fast_trace_lines(p: Protocol, instances: int, seed: int = 0, max_steps: int = 60) -> Iterator[str]:
+    """Exactly ``_tracegen.trace_lines(p, instances, seed, max_steps)``, several times faster."""
+    return chain.from_iterable(islice(_instance_batches(p, seed, max_steps), instances))
+
+
+def write_trace(path: Path, min_events: int, seed: int = SEED) -> tuple[int, int]:
+    """Write whole random walks of ``QUERY`` until at least ``min_events``; (events, instances)."""
+    events = instances = 0
+    with path.open("w", encoding="utf-8") as out:
+        for lines in _instance_batches(QUERY, seed):
+            if events >= min_events:
+                break
+            out.write("\n".join(lines) + "\n" if lines else "")
+            events, instances = events + len(lines), instances + 1
+    return events, instances
+
+
+def _json_pass(path: Path) -> float:
+    start = time.perf_counter()
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            json.loads(line)
+    return time.perf_counter() - start
+
+
+def bench_trace_check(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
+    """The trace checker's events per second on a generated file, against bare ``json.loads``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "trace.jsonl"
+    start = time.perf_counter()
+    events, instances = write_trace(path, sizes.trace_events)
+    made = time.perf_counter() - start
+    say(f"trace_check: wrote {events:,} events of {instances:,} instances in {made:.1f}s; checking")
+    # The checker memoises replay steps per process; earlier sections (the
+    # lockstep kit checks every run's log) would hand it a warm memo, whereas
+    # ``settled check`` starts cold. Measure it cold.
+    _trace._REPLAYERS.clear()
+    start = time.perf_counter()
+    report = _trace.check_file(path)
+    check_s = time.perf_counter() - start
+    if not report.ok or report.events != events:
+        raise RuntimeError(f"bench: the model's own trace did not check clean: {report.to_json()}")
+    json_s = _json_pass(path)
+    return {"events": events, "events_per_second": _rate(events, check_s),
+            "ratio_to_json_parse": _ratio(check_s, json_s), "instances": instances,
+            "check_seconds": round(check_s, 2), "json_parse_seconds": round(json_s, 2),
+            "generate_seconds": round(made, 2), "file_bytes": path.stat().st_size}
+
+
+# --------------------------------------------------------------------------- explore
+def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
+    """The table explorer's states per second, against the ``transitions`` oracle on the same model."""
+    workers, epochs, versions = sizes.explore_bounds
+    p, n = build_query_machine(workers, epochs, versions), sizes.explore_instances
+    name = f"query(workers={workers}, max_epoch={epochs}, max_task_version={versions}) x{n}"
+    say(f"explore: {name} through the table")
+    start = time.perf_counter()
+    table = explore(p, instances=n)
+    table_s = time.perf_counter() - start
+    say(f"explore: {table.states:,} states in {table_s:.1f}s; again through the transitions oracle")
+    start = time.perf_counter()
+    oracle = explore_via_transitions(p, instances=n, max_states=sizes.transitions_max_states)
+    oracle_s = time.perf_counter() - start
+    if oracle.complete and oracle.states != table.states:
+        raise RuntimeError(f"bench: the oracle reached {oracle.states} states, the table "
+                           f"{table.states}")
+    rate, oracle_rate = _rate(table.states, table_s), _rate(oracle.states, oracle_s)
+    return {"states": table.states, "states_per_second": rate,
+            "vs_transitions_ratio": _ratio(rate, oracle_rate),
+            "transitions_states_per_second": oracle_rate, "transitions_states": oracle.states,
+            "transitions_complete": oracle.complete, "model": name,
+            "seconds": round(table_s, 2), "transitions_seconds": round(oracle_s, 2)}
+
+
+# --------------------------------------------------------------------------- everything
+def bench_approval_section(directory: Path, sizes: Sizes = FULL,
+                           say: Say = lambda _: None) -> dict[str, Any]:
+    say(f"approval: approved writes, then recovery lookups, {sizes.approval_seconds:g}s")
+    figures: dict[str, Any] = bench_approval(directory, sizes.approval_seconds)
+    return figures
+
+
+def machine() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "python": host.python_version()}
+
+
+def run_bench(quick: bool = False, directory: Path | None = None,
+              say: Say = lambda _: None) -> dict[str, Any]:
+    """Every section, in one run, in a fresh folder under ``directory`` (default: the temp dir)."""
+    sizes = QUICK if quick else FULL
+    start = time.perf_counter()
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="settled-bench-", dir=directory) as tmp:
+        base = Path(tmp)
+        kind = filesystem_of(base)
+        if kind in ("tmpfs", "ramfs"):
+            say(f"warning: {base} is on {kind}; commit figures will not include the disk")
+        report: dict[str, Any] = {"machine": machine()}
+        report["impl"] = bench_impl(base / "impl", sizes, say)
+        report["lockstep"] = bench_lockstep(sizes, say)
+        report["trace_check"] = bench_trace_check(base / "trace", sizes, say)
+        report["explore"] = bench_explore(sizes, say)
+        report["approval"] = bench_approval_section(base / "approval", sizes, say)
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    return report

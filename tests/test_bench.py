@@ -1,0 +1,166 @@
+"""``settled bench``: every figure is there, positive and honest; nothing here is timed.
+
+The machine is shared, so these tests never assert a speed: they check that
+each section reports its keys, that the racing workers ran every query once,
+and that the pieces the figures rest on (the counted transactions, the fast
+trace generator) measure what they claim to.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from settled.conformance._trace import check_file
+from settled.conformance._tracegen import trace_lines
+from settled.impl import _db, _store, _worker
+from settled.impl._errors import StaleVersion
+from settled.impl._platform import SyntheticPlatform
+from settled.impl._store import QueryStore
+from settled.model import QUERY
+from typer.testing import CliRunner
+
+from settled import _cmd_bench, cli
+from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
+from settled._cmd_bench import register
+
+KEYS = {
+    "impl": {"queries_per_second_1_worker", "queries_per_second_4_workers", "duplicate_executions",
+             "raw_commits_per_second", "transactions_per_query", "ratio_to_raw_commits"},
+    "lockstep": {"steps_per_second", "noop_steps_per_second", "ratio"},
+    "trace_check": {"events", "events_per_second", "ratio_to_json_parse"},
+    "explore": {"states", "states_per_second", "vs_transitions_ratio",
+                "transitions_states_per_second", "transitions_states"},
+    "approval": {"writes_per_second", "lookups_per_second"},
+}
+
+
+def invoke(*args: str) -> Any:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """settled (only the bench command)."""
+
+    register(app)
+    return CliRunner().invoke(app, ["bench", *args])
+
+
+@pytest.fixture(scope="module")
+def quick() -> dict[str, Any]:
+    """One ``bench --json --quick`` through the command, shared by the checks below."""
+    result = invoke("--json", "--quick")
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.output)  # also proves no progress lines under --json
+    return report
+
+
+def assert_complete(report: dict[str, Any]) -> None:
+    assert set(report) == {*KEYS, "machine", "seconds"}
+    for section, keys in KEYS.items():
+        missing = keys - set(report[section])
+        assert not missing, f"{section} lacks {sorted(missing)}"
+        for key in keys - {"duplicate_executions"}:
+            value = report[section][key]
+            assert isinstance(value, int | float) and not isinstance(value, bool), (section, key)
+            assert value > 0, f"{section}.{key} is {value}"
+    assert report["impl"]["duplicate_executions"] == 0
+    per_query = report["impl"]["transactions_per_query"]
+    assert type(per_query) is int and per_query >= 5
+    assert report["machine"]["cpus"] >= 1 and report["machine"]["python"].startswith("3.")
+    assert report["seconds"] > 0
+
+
+# --------------------------------------------------------------------------- the report
+def test_quick_json_has_every_key_with_a_positive_figure(quick: dict[str, Any]) -> None:
+    assert_complete(quick)
+
+
+def test_every_query_ran_once_on_the_platform_across_four_worker_processes(
+        quick: dict[str, Any]) -> None:
+    assert quick["impl"]["duplicate_executions"] == 0
+    assert quick["impl"]["queries_4_workers"] > 0
+
+
+def test_transactions_per_query_is_the_sum_of_the_counted_commits(quick: dict[str, Any]) -> None:
+    impl = quick["impl"]
+    assert sum(impl["transactions_by_module"].values()) == impl["transactions_per_query"]
+    assert set(impl["transactions_by_module"]) == {"store", "worker", "platform"}
+
+
+def test_the_ratios_are_computed_from_the_reported_rates(quick: dict[str, Any]) -> None:
+    impl, lock, explore = quick["impl"], quick["lockstep"], quick["explore"]
+    expected = (impl["queries_per_second_1_worker"] * impl["transactions_per_query"]
+                / impl["raw_commits_per_second"])
+    assert impl["ratio_to_raw_commits"] == pytest.approx(expected, rel=0.01, abs=0.002)
+    assert lock["ratio"] == pytest.approx(lock["noop_steps_per_second"] / lock["steps_per_second"],
+                                          rel=0.01)
+    assert explore["vs_transitions_ratio"] == pytest.approx(
+        explore["states_per_second"] / explore["transitions_states_per_second"], rel=0.01)
+    assert explore["transitions_complete"] is True
+    assert explore["transitions_states"] == explore["states"]
+
+
+def test_without_json_each_section_is_a_table(quick: dict[str, Any],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_cmd_bench, "run_bench", lambda **_: quick)
+    result = invoke()
+    assert result.exit_code == 0, result.output
+    for section in KEYS:
+        assert f"{section}: " in result.output
+    assert "queries_per_second_1_worker" in result.output and "{" not in result.output.split("\n")[0]
+
+
+# --------------------------------------------------------------------------- what the figures rest on
+def test_count_transactions_counts_commits_by_module_and_puts_write_back(tmp_path: Path) -> None:
+    with SyntheticPlatform(tmp_path / "platform") as platform, \
+            QueryStore(tmp_path / "store.db", platform) as store:
+        with count_transactions() as counts:
+            task = store.create_task("u1", "s1", {"month": "2026-01"})
+            with pytest.raises(StaleVersion):
+                store.update_conditions(task.task_id, 7, {"channel": "app"})  # rolled back
+        assert counts == {"store": 1}
+    assert _store.write is _db.write and _worker.write is _db.write
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_the_fast_trace_generator_writes_exactly_what_tracegen_writes(seed: int) -> None:
+    assert list(fast_trace_lines(QUERY, 300, seed)) == list(trace_lines(QUERY, 300, seed))
+
+
+def test_write_trace_stops_after_whole_instances_and_checks_clean(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    events, instances = write_trace(path, 2_000, seed=3)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert events >= 2_000 and len(lines) == events
+    assert lines == list(trace_lines(QUERY, instances, 3))
+    report = check_file(path)
+    assert report.ok and report.events == events
+
+
+# --------------------------------------------------------------------------- through settled
+wired = pytest.mark.skipif("_cmd_bench" not in cli.COMMAND_MODULES,
+                           reason="settled/cli.py does not load _cmd_bench yet")
+
+
+@wired
+def test_settled_bench_json_quick_through_the_cli() -> None:
+    run = subprocess.run([sys.executable, "-m", "settled.cli", "bench", "--json", "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "", "no progress under --json"
+    assert_complete(json.loads(run.stdout))
+
+
+@pytest.mark.slow
+def test_the_full_bench_meets_its_sizes(tmp_path: Path) -> None:
+    """The full run: a million trace events, a million explored states, no duplicate execution."""
+    report = run_bench(quick=False, directory=tmp_path)
+    assert_complete(report)
+    assert report["trace_check"]["events"] >= 1_000_000
+    assert report["explore"]["states"] >= 1_000_000
