@@ -398,9 +398,12 @@ class Worker:
     def advance(self, query_id: str) -> S:
         """Take the steps a held query allows until it settles or waits on the platform."""
         state = S(query_row(self._conn, query_id)["execution_state"])
-        for _ in range(_MAX_CHAIN):
+        for step in range(_MAX_CHAIN):
             if state in _TERMINAL:
-                self.queue_notification(query_id)
+                # A step that settled the query queued its notification already
+                # (_after_commit); one settled before this call may have died first.
+                if step == 0:
+                    self.queue_notification(query_id)
                 return state
             new = self._next_step(query_id)
             if new == state:
