@@ -39,5 +39,16 @@ def query_suite(adapter_class: type[Adapter] | None = None) -> Suite:
                  instances=3, forbidden=FORBIDDEN)
 
 
+def approval_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+    from settled.model import APPROVAL
+
+    from ._approval_adapter import FORBIDDEN, ApprovalAdapter
+
+    cls = adapter_class or ApprovalAdapter
+    return Suite("approval", APPROVAL, lambda: cls(3), instances=3,  # type: ignore[call-arg]
+                 forbidden=FORBIDDEN)
+
+
 # machine name -> suite builder taking an optional adapter class (a mutant's)
 SUITES: dict[str, Callable[..., Suite]] = {"query": query_suite}
+SUITES["approval"] = approval_suite

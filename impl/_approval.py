@@ -3,7 +3,8 @@
 Theory of operation. This is the implementation of ``settled.model.approval``;
 every state change below is one of that table's transitions and is logged
 under its trigger name (``call_events``), so a run can be replayed through
-the model. Two files, never one transaction across them:
+the model (:func:`._checkpoint.trace_lines` exports it as ``settled.trace/1``).
+Two files, never one transaction across them:
 
 - the *checkpoint* (:mod:`._checkpoint`): calls, their events, session locks
   and display events;

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
@@ -41,15 +42,20 @@ from ._display import DISPLAY_SCHEMA, DisplayEvent, append_event, events_since
 from ._errors import Busy, InvalidInput, NotAllowed, NotFound
 
 __all__ = [
+    "MACHINE",
     "SCHEMA_VERSION",
+    "TRACE_SCHEMA",
     "Call",
     "CallState",
     "CheckpointStore",
     "SessionBusy",
     "StateMoved",
+    "model_moves",
+    "trace_lines",
+    "trace_rows",
 ]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: call_events.vars (the trace export)
 SCHEMA: Final = """
 CREATE TABLE calls (
     call_id TEXT PRIMARY KEY,
@@ -78,6 +84,7 @@ CREATE TABLE call_events (
     from_state TEXT NOT NULL,
     state TEXT NOT NULL,
     at REAL NOT NULL,
+    vars TEXT NOT NULL,
     PRIMARY KEY (call_id, seq)
 );
 CREATE TABLE session_locks (
@@ -154,6 +161,26 @@ def _call(row: sqlite3.Row) -> Call:
                 row["error"])
 
 
+def _logged_vars(conn: sqlite3.Connection, call_id: str, move: tuple[str, CallState],
+                 now: float) -> dict[str, object]:
+    """The approval model's variables this file can vouch for, after the step (the trace's vars).
+
+    Not logged: the business commit and whether a held result is the first one (only the
+    business store knows), the deployed contract and the per-run retry switch.
+    """
+    row = conn.execute("SELECT shown, cancel_requested, rerun_used, retry_safe, deadline "
+                       "FROM calls WHERE call_id = ?", (call_id,)).fetchone()
+    logged: dict[str, object] = {
+        "token_id": "original", "shown": bool(row["shown"]), "retry_safe": bool(row["retry_safe"]),
+        "cancel_requested": bool(row["cancel_requested"]), "rerun": bool(row["rerun_used"])}
+    if move[0] in (_PROPOSED, CallState.PENDING.value):
+        # The model stops the deadline's clock when the call leaves pending, so it is logged
+        # only up to then. An approval means the runtime had just judged the deadline ahead;
+        # logging this write's later instant instead could contradict its own decision.
+        logged["deadline_passed"] = move[1] is not CallState.APPROVED and now >= row["deadline"]
+    return logged
+
+
 def _stored(value: object) -> object:
     if isinstance(value, bool):
         return int(value)
@@ -202,7 +229,7 @@ class CheckpointStore:
         """The call's steps in order: (model trigger, from state, to state).
 
         The checkpoint cannot see the business commit, so a logged ``executing`` may be
-        the model's ``committed``; a trace checker must read it that way.
+        the model's ``committed``; :func:`trace_rows` exports them in the model's terms.
         """
         rows = self._conn.execute("SELECT event, from_state, state FROM call_events "
                                   "WHERE call_id = ? ORDER BY seq", (call_id,)).fetchall()
@@ -260,9 +287,11 @@ class CheckpointStore:
              display: tuple[str, Mapping[str, Any]] | None, now: float) -> None:
         last = conn.execute("SELECT MAX(seq) FROM call_events WHERE call_id = ?",
                             (call.call_id,)).fetchone()[0]
-        conn.execute("INSERT INTO call_events (call_id, seq, event, from_state, state, at) "
-                     "VALUES (?, ?, ?, ?, ?, ?)",
-                     (call.call_id, int(last or 0) + 1, event, move[0], move[1].value, now))
+        logged = canonical_json(_logged_vars(conn, call.call_id, move, now))
+        conn.execute("INSERT INTO call_events (call_id, seq, event, from_state, state, at, vars) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (call.call_id, int(last or 0) + 1, event, move[0], move[1].value, now,
+                      logged))
         if display is not None:
             kind, payload = display
             append_event(conn, call.run_id, kind, call.call_id, payload, now)
@@ -305,3 +334,94 @@ class CheckpointStore:
         except PermissionError:
             return True
         return True
+
+
+# -- the trace export (settled.trace/1) ----------------------------------------------------------
+TRACE_SCHEMA: Final = "settled.trace/1"  # conformance/trace.schema.json
+MACHINE: Final = "approval"
+_EXECUTING, _COMMITTED = CallState.EXECUTING.value, "committed"
+
+
+def trace_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every call's events as ``settled.trace/1`` rows, by (call_id, seq), in the model's terms.
+
+    ``instance`` is the call id, ``trigger`` the logged event (already the model's observable
+    name), ``params`` the proposal's ``retry_safe``, ``vars`` what :func:`_logged_vars` saved.
+    States are the checkpoint's, except for the one the checkpoint cannot hold: see
+    :func:`model_moves`.
+    """
+    rows = conn.execute(
+        "SELECT e.call_id, e.seq, e.event, e.from_state, e.state, e.at, e.vars, c.retry_safe "
+        "FROM call_events AS e JOIN calls AS c ON c.call_id = e.call_id "
+        "ORDER BY e.call_id, e.seq").fetchall()
+    by_call: dict[str, list[sqlite3.Row]] = {}
+    for row in rows:
+        by_call.setdefault(row["call_id"], []).append(row)
+    out: list[dict[str, Any]] = []
+    for call_rows in by_call.values():
+        moves = model_moves([(r["event"], r["from_state"], r["state"]) for r in call_rows])
+        for r, (source, dest) in zip(call_rows, moves, strict=True):
+            params = {"retry_safe": bool(r["retry_safe"])} if r["event"] == "propose" else {}
+            out.append({"schema": TRACE_SCHEMA, "machine": MACHINE, "instance": r["call_id"],
+                        "seq": r["seq"], "trigger": r["event"], "params": params,
+                        "from": source, "to": dest, "vars": json.loads(r["vars"]),
+                        "at": datetime.fromtimestamp(r["at"], UTC).isoformat()})
+    return out
+
+
+def model_moves(events: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """(event, from, to) as the checkpoint logged them → (from, to) as the model names them.
+
+    The model's ``committed`` (the business commit happened, its result is not checkpointed)
+    is ``executing`` in this file: the commit is in the other file and leaves no event. The
+    log itself proves it afterwards, though: an executing episode (the events logged while
+    the call was executing) committed if it ended with ``save_result`` (the handler returned
+    its result) or if recovery's next verdict, before any re-run, was ``lookup_found``. Such
+    an episode is written as committed from its exit event back to its first ``cancel``:
+    the commit is placed as late as the model allows (it needs no cancel recorded, A8), and
+    a ``retry`` or ``cancel`` looks the same on either side of it. Nothing else is inferred:
+    an episode without that evidence stays ``executing``.
+    """
+    out = [(source, dest) for _, source, dest in events]
+    k = 0
+    while k < len(events):
+        if events[k][1] != _EXECUTING:
+            k += 1
+            continue
+        start = k
+        while k + 1 < len(events) and events[k + 1][1] == _EXECUTING:
+            k += 1
+        end, k = k, k + 1
+        if events[end][2] != _EXECUTING and _episode_committed(events, end):
+            first = next(j for j in range(start, end + 1)
+                         if events[j][0] == "cancel" or j == end)
+            for j in range(first, end + 1):
+                dest = out[j][1]
+                out[j] = (_COMMITTED, _COMMITTED if dest == _EXECUTING else dest)
+    return out
+
+
+def _episode_committed(events: list[tuple[str, str, str]], end: int) -> bool:
+    if events[end][0] == "save_result":
+        return True
+    for event, _, dest in events[end + 1:]:
+        if event == "lookup_found":
+            return True
+        if dest == _EXECUTING:  # a re-run began: recovery saw no commit of that episode
+            return False
+    return False
+
+
+def trace_lines(checkpoint_path: str | Path) -> Iterator[str]:
+    """The checkpoint file's event log as ``settled.trace/1`` JSON lines (no newline)."""
+    if not Path(checkpoint_path).is_file():  # connect() would create an empty file
+        raise NotFound(f"no checkpoint at {str(checkpoint_path)!r}; pass the runtime's "
+                       "checkpoint file")
+    conn = connect(checkpoint_path)
+    conn.row_factory = sqlite3.Row
+    try:
+        rows = trace_rows(conn)
+    finally:
+        conn.close()
+    for row in rows:
+        yield json.dumps(row, ensure_ascii=False, separators=(",", ":"))

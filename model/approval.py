@@ -55,6 +55,14 @@ committed.
 A8 (one session's create/approve/resume/cancel are mutually exclusive)
 concerns several calls of one session and is not a step of this one-call
 machine; the runtime enforces it with a session lock and tests check it.
+Its one consequence for a single call is in the table: while the runtime is
+inside execute (``executing``/``committed``) it holds the session, so a
+cancel can only land there after that runtime died. A cancel recorded on a
+started call therefore means nobody is running it any more: the handler
+steps (``commit``, ``business_rejected``, ``save_result``,
+``outcome_uncertain``) require ``no_cancel``, and only a restart continues
+the call. (In ``recovering`` a crash is silent, so a cancel there is
+followed by a fresh recovery's lookups.)
 
 Bounds: ``auto_retries`` automatic retries per run; ``handler_entries`` then
 never exceeds ``auto_retries + 2`` (first try, its retries, one re-run).
@@ -215,9 +223,12 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                                  lambda v, p: {"token_id": "original",
                                                "retry_safe": p["retry_safe"]}),
                    params=(retry_safe,)),
+        # A request is shown only while it can still be approved: a restart past the
+        # deadline expires the call instead of showing a request nobody may grant (A2, R2).
         Transition("show", (PENDING,), None,
                    "show the approval request (a display event keyed by run and seq)",
-                   ("A1", "V1"), guards=(NOT_SHOWN,), effect=_set("shown := true", shown=True)),
+                   ("A1", "V1", "A2"), guards=(NOT_SHOWN, DEADLINE_AHEAD),
+                   effect=_set("shown := true", shown=True)),
         Transition("crash_before_shown", (PENDING,), None,
                    "crash after the checkpoint, before display: the pending call survives",
                    ("R1",), guards=(NOT_SHOWN,), actor="environment", observed_as=None),
@@ -243,8 +254,9 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition("cancel", (PENDING, APPROVED), CANCELLED,
                    "nothing has started: cancel stops it", ("A7",), actor="user"),
         Transition("cancel", MAY_HAVE_STARTED, None,
-                   "the write may have started: record the request, verify, never roll back",
-                   ("A7",), effect=_set("cancel_requested := true", cancel_requested=True),
+                   "the write may have started: record the request, verify, never roll back "
+                   "(the session lock lets it in only when no runtime is running the call)",
+                   ("A7", "A8"), effect=_set("cancel_requested := true", cancel_requested=True),
                    actor="user"),
         # ---- execution (A1, A5, A6, W2, W6, R3) ---------------------------------
         Transition("crash_before_handler", (APPROVED,), None,
@@ -258,25 +270,25 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                                                "retries_allowed": v["retry_safe"]})),
         Transition("commit", (EXECUTING,), COMMITTED,
                    "the business store commits the change and the result under the token",
-                   ("W6", "W1"), effect=Effect("commits += 1",
-                                               lambda v, p: {"commits": v["commits"] + 1}),
+                   ("W6", "W1"), guards=(NO_CANCEL,),
+                   effect=Effect("commits += 1", lambda v, p: {"commits": v["commits"] + 1}),
                    actor="platform", observed_as=None),
         Transition("business_rejected", (EXECUTING,), FAILED,
                    "the business store refuses (stock, unknown sku); nothing is stored",
-                   ("W4", "W6"), actor="platform"),
+                   ("W4", "W6"), guards=(NO_CANCEL,), actor="platform"),
         Transition("save_result", (COMMITTED,), RESULT_CHECKPOINTED,
                    "the handler returned the first result; checkpoint it", ("W2", "R5"),
-                   effect=first_result),
+                   guards=(NO_CANCEL,), effect=first_result),
         Transition("retry", started, None,
                    "no usable answer; a retry_safe tool resends the same token (after a "
                    "commit the store returns the first result)", ("A5", "W2"),
                    guards=(retry_left,), effect=_enter("")),
         Transition(UNCERTAIN, started, RECOVERING,
                    "no usable answer and no retry: ask the business store", ("A4", "A5"),
-                   guards=(FIRST_RUN, no_retry_left)),
+                   guards=(FIRST_RUN, NO_CANCEL, no_retry_left)),
         Transition(UNCERTAIN, started, UNKNOWN,
                    "the one re-run's outcome is uncertain again: unknown", ("A5",),
-                   guards=(RERUN_USED,)),
+                   guards=(RERUN_USED, NO_CANCEL)),
         Transition("crash_before_commit", (EXECUTING,), RECOVERING,
                    "crash before the business commit: nothing committed", ("R4", "A6"),
                    actor="environment", observed_as=RESTARTED_EXECUTING),
@@ -348,14 +360,23 @@ def _variables(auto_retries: int) -> tuple[Variable, ...]:
         Variable("shown", flags, False, "the approval request was shown (V1)"),
         Variable("deadline_passed", flags, False, "the checkpointed deadline has passed (A2)"),
         Variable("retry_safe", flags, False, "the tool declares itself retry_safe (A5)"),
-        Variable("retries_allowed", flags, False, "automatic retries are on for this run (A5)"),
+        # Decided per run and never stored: neither the log nor the files hold it.
+        Variable("retries_allowed", flags, False, "automatic retries are on for this run (A5)",
+                 logged=False),
         Variable("rerun", flags, False, "the one re-run after an absent lookup is used (A5)"),
         Variable("cancel_requested", flags, False, "a cancel was requested (A7)"),
+        # A deployment the checkpoint's log never sees; the runtime compares fingerprints.
         Variable("contract_compatible", flags, True,
-                 "the checkpoint's schema fingerprint matches the tool's contract (A4)"),
-        Variable("result", RESULTS, "none", "the result the runtime holds for the call (A4)"),
+                 "the checkpoint's schema fingerprint matches the tool's contract (A4)",
+                 logged=False),
+        # Whether a held result is the first or a rebuilt one only the business store can
+        # tell (by its stored first result), never the runtime's own log.
+        Variable("result", RESULTS, "none", "the result the runtime holds for the call (A4)",
+                 logged=False),
+        # Not a ghost: the business store holds every application of the call, so an
+        # adapter observes it there; the runtime's log cannot (the commit is hidden).
         Variable("commits", (0, 1, 2), 0, "business commits under this token (W2, A6)",
-                 ghost=True),
+                 logged=False),
         Variable("handler_entries", tuple(range(auto_retries + 3)), 0,
                  "times the handler was entered (A6)", ghost=True),
     )

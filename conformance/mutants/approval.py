@@ -1,0 +1,218 @@
+# mypy sees settled.impl as Any (it cannot follow the editable install's import hook),
+# and every mutant here subclasses an implementation class on purpose.
+# mypy: disallow-subclassing-any=False
+"""Approval mutants: the runtime, the business store or the lookup, each wrong in one rule.
+
+Every mutant is a small subclass (or, for the reconciler, a variant of its one
+function) written the way an engineer might plausibly get it wrong, and an
+adapter that drives it. None of them is reachable from ``impl/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from settled.impl._approval import _RECOVERING, ApprovalRuntime, Call, _text_id
+from settled.impl._approval import CallState as State
+from settled.impl._business import (
+    _APPLIERS,
+    BusinessStore,
+    _record,
+    check_token,
+    fingerprint,
+    normalize,
+)
+from settled.impl._db import write
+from settled.impl._errors import CallerError, InvalidInput, LookupFailed
+from settled.impl._reconciler import LookupAnswer, LookupStatus, _parse_result, _read_record
+
+from .._approval_adapter import ApprovalAdapter
+from . import Mutant
+
+__all__ = ["MUTANTS"]
+
+
+# -- W6: the token record in a transaction of its own ------------------------------------------
+class W6RecordInItsOwnTransaction(BusinessStore):
+    """Applies the change, commits, then records the token: a crash between loses the record."""
+
+    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
+        self._hook("handler_entered")
+        token = check_token(client_token)
+        normalized = normalize(tool, args)
+        wanted = fingerprint(tool, normalized)
+        with write(self._conn) as conn:
+            first = self._first_result(conn, token, tool, wanted)
+            if first is not None:
+                return first
+            now = self._now()
+            result = _APPLIERS[tool](conn, normalized, now)
+        with write(self._conn) as conn:  # the bug: a second transaction for the record
+            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            self._hook("before_commit")
+        self._hook("after_commit")
+        return stored
+
+
+class _W6Runtime(ApprovalRuntime):
+    _business: BusinessStore
+
+    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
+                 **kwargs: Any) -> None:
+        super().__init__(checkpoint_path, business_path, **kwargs)
+        self._business.close()
+        self._business = W6RecordInItsOwnTransaction.open(business_path,
+                                                          hook=self._business_hook)
+
+
+# -- W3: a lookup that knows the token only --------------------------------------------------
+def lookup_by_token_only(source: str | Path | sqlite3.Connection, client_token: str, tool: str,
+                         normalized_args: Mapping[str, Any], **kwargs: Any) -> LookupAnswer:
+    """The token is the call's identity, so its record must be the call's (it need not be)."""
+    token = check_token(client_token)
+    row = _read_record(source, token, 5.0)
+    if row is None:
+        return LookupAnswer(LookupStatus.ABSENT)
+    return LookupAnswer(LookupStatus.FOUND, _parse_result(token, row[2]))
+
+
+# -- W5: arguments checkpointed as given ---------------------------------------------------------
+class W5ArgumentsNotNormalized(ApprovalRuntime):
+    """Validates the arguments but checkpoints them as the agent wrote them."""
+
+    def propose(self, session_id: str, tool: str, args: Mapping[str, Any], *,
+                run_id: str | None = None) -> Call:
+        session = _text_id("session_id", session_id)
+        spec = self._tools.get(tool)
+        if spec is None:
+            raise InvalidInput(f"unknown tool {tool!r}")
+        normalize(tool, args)  # checked, then dropped: the bug
+        with self._checkpoints.session_lock(session, "propose"):
+            call = self._checkpoints.insert(Call(
+                call_id=f"call-{uuid.uuid4().hex[:16]}", session_id=session,
+                run_id=run_id or session, tool=tool, client_token=f"tok-{uuid.uuid4().hex}",
+                args=dict(args), schema_fingerprint=spec.schema_fingerprint,
+                retry_safe=spec.retry_safe, deadline=self._clock() + self._ttl,
+                state=State.PENDING), "propose")
+            self._hook("R1")
+            call = self._show(call)
+            self._hook("R2")
+            return call
+
+
+# -- A3: a failed lookup read as absent ---------------------------------------------------------
+class A3FailedLookupIsAbsent(ApprovalRuntime):
+    """"Could not read the store" taken for "nothing there": the re-run goes ahead."""
+
+    _lookup: Callable[[str, str, Mapping[str, Any]], LookupAnswer]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ask = self._lookup
+
+        def ask_or_absent(token: str, tool: str, call_args: Mapping[str, Any]) -> LookupAnswer:
+            try:
+                return ask(token, tool, call_args)
+            except LookupFailed:
+                return LookupAnswer(LookupStatus.ABSENT)
+        self._lookup = ask_or_absent
+
+
+# -- A1: recovery under a new token -------------------------------------------------------------
+class A1RecoveryWithANewToken(ApprovalRuntime):
+    """Recovery counts as a new execution: it looks up, and re-runs under, a fresh token."""
+
+    def _lookup_and_act(self, call: Call) -> Call:
+        return super()._lookup_and_act(
+            dataclasses.replace(call, client_token=f"tok-{uuid.uuid4().hex}"))
+
+    def _absent(self, call: Call) -> Call:
+        if call.cancel_requested or call.rerun_used:
+            return super()._absent(call)
+        rerun = self._update(call, "lookup_absent", _RECOVERING, State.EXECUTING, rerun_used=True)
+        return self._attempts(dataclasses.replace(rerun, client_token=call.client_token),
+                              retries_allowed=False)
+
+
+# -- A2: the deadline re-armed by a restart -----------------------------------------------------
+class A2DeadlineRearmedOnRestart(ApprovalRuntime):
+    """On start, gives every pending approval a full time-to-live again."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        with write(self.checkpoints.connection) as conn:
+            conn.execute("UPDATE calls SET deadline = ? WHERE state = ?",
+                         (self._clock() + self._ttl, State.PENDING.value))
+
+
+# -- A4: a found result rebuilt from the current rows -------------------------------------------
+class A4ResultRebuiltFromCurrentStock(ApprovalRuntime):
+    """Answers a found call by recomputing it against today's rows (a dry run, rolled back).
+
+    The token is recorded, so "the same call now" looks like a fair answer. It is not the
+    first result: stock has moved, a new order would get a new id, a listing is already set.
+    """
+
+    def _save(self, call: Call, event: str, allowed: frozenset[State],
+              result: Mapping[str, Any]) -> Call:
+        if event == "lookup_found":
+            result = self._recomputed(call) or result
+        return super()._save(call, event, allowed, result)
+
+    def _recomputed(self, call: Call) -> dict[str, Any] | None:
+        conn = self.business.connection
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            return dict(_APPLIERS[call.tool](conn, dict(call.args), self._clock()))
+        except CallerError:  # the dry run is refused now (an order already cancelled)
+            return None
+        finally:
+            conn.execute("ROLLBACK")
+
+
+# -- A5: automatic retries for the re-run -------------------------------------------------------
+class A5RetryAfterAbsent(ApprovalRuntime):
+    """The re-run after ``absent`` goes out with automatic retries on, like any transport call."""
+
+    def _absent(self, call: Call) -> Call:
+        if call.cancel_requested or call.rerun_used:
+            return super()._absent(call)
+        call = self._update(call, "lookup_absent", _RECOVERING, State.EXECUTING, rerun_used=True)
+        return self._attempts(call, retries_allowed=True)
+
+
+def _adapter(name: str, **attributes: Any) -> type[ApprovalAdapter]:
+    return type(name, (ApprovalAdapter,), attributes)
+
+
+MUTANTS: list[Mutant] = [
+    Mutant("W6-token-record-in-its-own-transaction", "W6", "approval",
+           "the business change and the token record commit in two transactions",
+           _adapter("W6Adapter", runtime_class=_W6Runtime)),
+    Mutant("W3-lookup-replays-other-arguments", "W3", "approval",
+           "the lookup answers found for a token recorded with other arguments",
+           _adapter("W3Adapter", lookup_function=staticmethod(lookup_by_token_only))),
+    Mutant("W5-arguments-checkpointed-unnormalized", "W5", "approval",
+           "the checkpoint keeps the arguments as written, so the lookup misses the record",
+           _adapter("W5Adapter", runtime_class=W5ArgumentsNotNormalized)),
+    Mutant("A3-failed-lookup-is-absent", "A3", "approval",
+           "a lookup that could not read the store counts as absent and the call re-runs",
+           _adapter("A3Adapter", runtime_class=A3FailedLookupIsAbsent)),
+    Mutant("A1-recovery-with-a-new-token", "A1", "approval",
+           "recovery looks the call up, and re-runs it, under a freshly created token",
+           _adapter("A1Adapter", runtime_class=A1RecoveryWithANewToken)),
+    Mutant("A2-deadline-extended-on-restart", "A2", "approval",
+           "a restart gives pending approvals a full time-to-live again",
+           _adapter("A2Adapter", runtime_class=A2DeadlineRearmedOnRestart)),
+    Mutant("A4-result-rebuilt-from-current-stock", "A4", "approval",
+           "a found call is answered by recomputing it on the current rows",
+           _adapter("A4Adapter", runtime_class=A4ResultRebuiltFromCurrentStock)),
+    Mutant("A5-automatic-retry-after-absent", "A5", "approval",
+           "the re-run after absent goes out with automatic retries on",
+           _adapter("A5Adapter", runtime_class=A5RetryAfterAbsent)),
+]

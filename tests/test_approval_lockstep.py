@@ -1,0 +1,158 @@
+"""The approval runtime held to ``model/approval.py`` by the lockstep kit, and its bugs caught.
+
+Three things are checked: a ci campaign on real files agrees with the model
+step for step and fires every transition of it; each mutant in the approval
+catalogue is killed with a short counterexample that replays on a fresh
+implementation (and passes on the real one); and the runtime's own event
+log, exported as ``settled.trace/1``, passes the trace checker while a
+doctored copy does not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from settled.conformance._approval_adapter import FORBIDDEN, ApprovalAdapter
+from settled.conformance._lockstep import Action, replay, run_lockstep, unfired
+from settled.conformance._profiles import profile
+from settled.conformance._suites import SUITES, approval_suite
+from settled.conformance._trace import check_lines
+from settled.conformance.mutants.approval import MUTANTS
+from settled.impl._checkpoint import model_moves
+from settled.model import APPROVAL
+
+
+@pytest.fixture(autouse=True)
+def counterexamples(tmp_path, monkeypatch):
+    monkeypatch.setenv("SETTLED_COUNTEREXAMPLES", str(tmp_path))
+    return tmp_path
+
+
+def story(instance: int, retry_safe: bool, *triggers: str) -> list[Action]:
+    return [Action(instance, "propose", {"retry_safe": retry_safe}),
+            *(Action(instance, t, {}) for t in triggers)]
+
+
+# --- the campaign ---------------------------------------------------------------------------
+
+
+@pytest.mark.rule("A1")
+@pytest.mark.rule("A2")
+@pytest.mark.rule("A3")
+@pytest.mark.rule("A4")
+@pytest.mark.rule("A5")
+@pytest.mark.rule("A7")
+@pytest.mark.rule("R4")
+@pytest.mark.rule("R5")
+@pytest.mark.rule("R6")
+def test_the_ci_campaign_passes_and_fires_every_transition():
+    record = run_lockstep(approval_suite().lockstep(), profile("ci"), seed=20261202)
+    assert record.failure is None, record.failure
+    missing = unfired(APPROVAL, record.fired)
+    assert not missing, f"the ci campaign never fired: {missing}"
+    assert record.examples >= 50
+
+
+def test_verify_and_mutants_find_the_approval_suite():
+    suite = SUITES["approval"]()
+    assert (suite.machine, suite.protocol, suite.forbidden) == ("approval", APPROVAL, FORBIDDEN)
+    assert {m.machine for m in MUTANTS} == {"approval"}
+
+
+# --- the mutants ----------------------------------------------------------------------------
+
+
+def test_the_catalogue_covers_the_rules_it_is_meant_to():
+    assert {m.rule for m in MUTANTS} >= {"W3", "W5", "W6", "A1", "A2", "A3", "A4", "A5"}
+    assert all(m.name.startswith(f"{m.rule}-") for m in MUTANTS)
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+@pytest.mark.parametrize("mutant", [pytest.param(m, marks=pytest.mark.rule(m.rule), id=m.name)
+                                    for m in MUTANTS])
+def test_each_mutant_is_killed_with_a_short_replayable_counterexample(mutant):
+    suite = approval_suite(mutant.adapter_class)
+    record = run_lockstep(suite.lockstep(mutant.name), profile("dev"), seed=1)
+    assert record.failure is not None, f"{mutant.name} survived the dev campaign"
+    assert 1 <= len(record.steps) <= 10, record.failure
+    # The minimised steps replay to a divergence on a fresh mutant ...
+    assert replay(APPROVAL, suite.adapter, suite.instances, FORBIDDEN, record.steps) is not None
+    # ... and agree on the real implementation: the mutation is what the kit caught.
+    real = approval_suite()
+    assert replay(APPROVAL, real.adapter, real.instances, FORBIDDEN, record.steps) is None
+    itf = json.loads(record.itf_path.read_text())
+    assert itf["#meta"]["status"] == "violation"
+    assert len(itf["states"]) == len(record.steps) + 1
+
+
+# --- the exported trace ---------------------------------------------------------------------
+
+# Stories whose logs need the committed episodes read back: a result saved by the handler
+# (create_order), a commit then a cancel then a restart (adjust_stock), and a commit found
+# only after a failed lookup and a person's resume (cancel_order, retry_safe).
+STORIES = [
+    story(0, False, "show", "approve", "execute", "commit", "save_result", "answer"),
+    story(1, False, "show", "approve", "execute", "commit", "cancel", "crash_after_commit",
+          "lookup_found", "crash_before_answer", "answer"),
+    story(2, True, "show", "approve", "execute", "retry", "commit", "outcome_uncertain",
+          "lookup_failed", "resume_lookup", "lookup_found", "answer"),
+]
+
+
+@pytest.fixture
+def trace() -> Iterator[list[dict[str, Any]]]:
+    adapter = ApprovalAdapter(3)
+    try:
+        for steps in STORIES:
+            for a in steps:
+                adapter.perform(a.instance, a.trigger, a.params)
+        yield [json.loads(line) for line in adapter.trace_lines()]
+    finally:
+        adapter.close()
+
+
+def _lines(events: list[dict[str, Any]]) -> list[str]:
+    return [json.dumps(e) for e in events]
+
+
+@pytest.mark.rule("R5")
+@pytest.mark.rule("A4")
+def test_the_runtimes_exported_trace_conforms(trace):
+    report = check_lines(_lines(trace))
+    assert report.ok, report.violations[0].text()
+    assert (report.instances, report.events) == (3, len(trace))
+    # The checkpoint logged these from executing; the log itself proves they followed a commit.
+    assert sorted(e["trigger"] for e in trace if e["from"] == "committed") == [
+        "cancel", "outcome_uncertain", "restart_while_executing", "save_result"]
+
+
+@pytest.mark.parametrize("doctor", [
+    pytest.param(lambda e: e["trigger"] == "save_result" and e.update({"from": "executing"}),
+                 id="result-saved-without-a-commit"),
+    pytest.param(lambda e: e["trigger"] == "approve" and e.update({"to": "executing"}),
+                 id="approval-skips-execute"),
+    pytest.param(lambda e: e["trigger"] == "show" and e["vars"].update({"shown": False}),
+                 id="shown-request-logged-unshown"),
+    pytest.param(lambda e: e["trigger"] == "lookup_found" and e.update({"trigger": "lookup_absent"}),
+                 id="committed-call-looked-up-absent"),
+])
+def test_a_doctored_trace_is_rejected(trace, doctor):
+    doctored = [json.loads(json.dumps(e)) for e in trace]
+    assert any(doctor(e) is None for e in doctored)  # dict.update returns None: it hit
+    assert not check_lines(_lines(doctored)).ok
+
+
+def test_the_export_places_a_proven_commit_as_late_as_the_model_allows():
+    logged = [("execute", "approved", "executing"), ("retry", "executing", "executing"),
+              ("cancel", "executing", "executing"),
+              ("restart_while_executing", "executing", "recovering"),
+              ("lookup_found", "recovering", "result_checkpointed")]
+    assert model_moves(logged) == [
+        ("approved", "executing"), ("executing", "executing"), ("committed", "committed"),
+        ("committed", "recovering"), ("recovering", "result_checkpointed")]
+    # Without the lookup's evidence (absent, then a re-run) nothing is inferred.
+    rerun = [*logged[:4], ("lookup_absent", "recovering", "executing")]
+    assert model_moves(rerun) == [(f, t) for _, f, t in rerun]
