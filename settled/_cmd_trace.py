@@ -44,16 +44,31 @@ def export_trace(
     db: Annotated[Path, typer.Argument(help="A store file of the bundled implementation.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSON Lines file to write.")],
 ) -> None:
-    """Write an implementation's event log as settled.trace/1 JSON Lines."""
+    """Write an implementation's event log (query store or approval checkpoint) as settled.trace/1."""
+    from settled.impl import _checkpoint, _events
     from settled.impl._errors import SettledError
-    from settled.impl._events import export_jsonl
 
     try:
-        count = export_jsonl(db, output)
+        lines = (_checkpoint.trace_lines(db) if _has_table(db, "call_events")
+                 else _events.trace_lines(db))
+        with output.open("w", encoding="utf-8", newline="\n") as out:
+            count = sum(1 for line in lines if out.write(line + "\n"))
     except (SettledError, OSError, sqlite3.Error) as exc:
         err.print(f"cannot export {db}: {exc}")
         raise typer.Exit(2) from None
     err.print(f"wrote {count} events to {output}")
+
+
+def _has_table(db: Path, table: str) -> bool:
+    if not db.is_file():
+        return False  # the exporter says what is missing
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                           (table,)).fetchone()
+    finally:
+        conn.close()
+    return row is not None
 
 
 def register(app: typer.Typer) -> None:

@@ -166,3 +166,16 @@ def test_export_trace_of_a_missing_store_is_a_clear_error(tmp_path):
     result = run_cli("export-trace", str(tmp_path / "nope.db"), "-o", str(tmp_path / "t.jsonl"))
     assert result.returncode == 2 and "no query store" in result.stderr
     assert not (tmp_path / "nope.db").exists()
+
+
+@pytest.mark.rule("A4")
+def test_export_trace_reads_an_approval_checkpoint_too(tmp_path):
+    from settled.impl._demo_approval import demo_approval
+
+    demo_approval(tmp_path)
+    [checkpoint] = tmp_path.glob("*/checkpoint.db")
+    out = tmp_path / "approval.jsonl"
+    assert run_cli("export-trace", str(checkpoint), "-o", str(out)).returncode == 0
+    machines = {json.loads(line)["machine"] for line in out.read_text().splitlines()}
+    assert machines == {"approval"}
+    assert run_cli("check", str(out)).returncode == 0
