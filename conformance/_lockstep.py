@@ -47,6 +47,7 @@ AdapterFactory = Callable[[], Adapter]
 EAGER = 4  # weight of a step that keeps an instance's story going
 MIN_STEPS = 25  # Hypothesis draws many short runs; a floor gets every run into deep states
 REPLAY_BUDGET = 400  # replays the minimiser may spend on one failure
+WORKER_FIRST = frozenset({"begin_submit", "resubmit"})  # forbidden probes drawn first
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,11 @@ class Runner:
             broken = self.protocol.broken_invariants(c)
             if broken:
                 raise Divergence(f"model invariant {broken[0].name} broken on q{i}")
-            observed = dict(self.adapter.observe(i))
+            try:
+                observed = dict(self.adapter.observe(i))
+            except Exception as exc:  # an implementation that lost track of its own rows
+                raise Divergence(f"observing q{i} after step {len(self.steps)} raised "
+                                 f"{type(exc).__name__}: {exc}") from exc
             diffs = {k: (observed[k], x) for k, x in expected_projection(self.protocol, c).items()
                      if k in observed and observed[k] != x}
             if diffs:
@@ -262,7 +267,14 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
                 choices = self.run.forbidden_choices(i)
                 if not choices:
                     return
-                action = data.draw(st.sampled_from(choices), label="forbidden")
+                # The trigger first, then its parameters: otherwise the many
+                # parameter combinations of one trigger (confirm) crowd out the
+                # rare probes that matter (a stale worker's begin_submit).
+                triggers = sorted({a.trigger for a in choices},
+                                  key=lambda t: (t not in WORKER_FIRST, t))
+                trigger = data.draw(st.sampled_from(triggers), label="forbidden trigger")
+                action = data.draw(st.sampled_from([a for a in choices if a.trigger == trigger]),
+                                   label="forbidden")
             try:
                 self.run.apply(action)
             finally:

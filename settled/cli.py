@@ -17,7 +17,8 @@ app = typer.Typer(
     help="Specify, implement and check protocols that stay responsible for a side effect "
          "after 'I did not get an answer'.")
 
-COMMAND_MODULES = ("_cmd_views", "_cmd_trace", "_cmd_explore", "_cmd_verify", "_cmd_demo", "_cmd_bench")
+COMMAND_MODULES = ("_cmd_views", "_cmd_trace", "_cmd_explore", "_cmd_verify", "_cmd_demo",
+                   "_cmd_bench", "_cmd_mutants")
 OPTIONAL_COMMAND_MODULES: tuple[str, ...] = ()
 
 

@@ -1,0 +1,147 @@
+"""Run the bug catalogue: the baseline must pass, every mutant must be killed.
+
+The baseline is the unmodified implementation under every suite in
+``SUITES`` (with ``names`` given, only the suites of the chosen mutants'
+machines: a baseline of a machine none of them runs on proves nothing about
+them). Then each mutant gets its own lockstep campaign, sequentially in this
+process: a campaign is a fresh Hypothesis run on fresh files, so the runs
+are independent, and one process keeps the import and start-up cost paid
+once.
+
+A mutant is *killed* when its campaign ends with a counterexample. If the kit
+itself raises instead (an exception it did not turn into a divergence), the
+mutant counts as not killed and the error is kept as its failure text: the
+catalogue then fails loudly instead of crediting the kit with a kill it did
+not report.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import settings
+
+from ._lockstep import Action, Record, run_lockstep
+from ._suites import SUITES, Suite
+from .mutants import Mutant, all_mutants
+
+__all__ = ["BaselineResult", "MutantResult", "MutantsReport", "Progress", "run_mutants",
+           "select_mutants"]
+
+Progress = Callable[[int, int, str], None]
+"""Called before each campaign with (index from 1, total campaigns, what is run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MutantResult:
+    name: str
+    rule: str
+    machine: str
+    killed: bool
+    seconds: float  # to the first failure when killed, else the whole campaign
+    steps: list[Action] | None  # the minimised counterexample when killed
+    failure: str | None  # the kit's report (or the kit's own error when not killed)
+    itf_path: Path | None = None  # the counterexample as an ITF trace, when killed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "rule": self.rule, "killed": self.killed,
+                "seconds": round(self.seconds, 3),
+                "steps": None if self.steps is None else len(self.steps)}
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineResult:
+    machine: str
+    passed: bool
+    seconds: float
+    failure: str | None
+
+
+@dataclass(slots=True)
+class MutantsReport:
+    mutants: list[MutantResult] = field(default_factory=list)
+    baseline: list[BaselineResult] = field(default_factory=list)
+
+    @property
+    def killed(self) -> int:
+        return sum(m.killed for m in self.mutants)
+
+    @property
+    def total(self) -> int:
+        return len(self.mutants)
+
+    @property
+    def baseline_passed(self) -> bool:
+        return all(b.passed for b in self.baseline)
+
+    @property
+    def ok(self) -> bool:
+        """Every mutant killed and the baseline passed: what ``settled mutants`` exits 0 on."""
+        return self.baseline_passed and self.killed == self.total
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mutants": [m.to_json() for m in self.mutants], "killed": self.killed,
+                "total": self.total, "baseline_passed": self.baseline_passed}
+
+
+def select_mutants(names: Iterable[str] | None = None) -> list[Mutant]:
+    """The catalogue, or the named mutants in catalogue order; ValueError naming unknown names."""
+    catalogue = all_mutants()
+    if names is None:
+        return catalogue
+    wanted = set(names)
+    unknown = sorted(wanted - {m.name for m in catalogue})
+    if unknown:
+        known = ", ".join(m.name for m in catalogue)
+        raise ValueError(f"no mutant named {', '.join(map(repr, unknown))}; the catalogue has: {known}")
+    return [m for m in catalogue if m.name in wanted]
+
+
+def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str] | None = None,
+                progress: Progress | None = None) -> MutantsReport:
+    """Run the baseline, then every (or every named) mutant's campaign, one after another."""
+    mutants = select_mutants(names)
+    machines = list(SUITES) if names is None else sorted({m.machine for m in mutants})
+    total = len(machines) + len(mutants)
+    report = MutantsReport()
+    for n, machine in enumerate(machines, start=1):
+        if progress is not None:
+            progress(n, total, f"baseline {machine}")
+        report.baseline.append(_baseline(machine, SUITES[machine](), profile, seed))
+    for n, mutant in enumerate(mutants, start=len(machines) + 1):
+        if progress is not None:
+            progress(n, total, mutant.name)
+        report.mutants.append(_mutant(mutant, profile, seed))
+    return report
+
+
+def _campaign(suite: Suite, name: str, profile: settings,
+              seed: int | None) -> tuple[Record | None, float, str | None]:
+    """The campaign's record and duration, or (None, duration, the kit's own error)."""
+    start = time.perf_counter()
+    try:
+        record = run_lockstep(suite.lockstep(name), profile, seed=seed)
+    except Exception:  # the kit must not take the whole catalogue down with it
+        return None, time.perf_counter() - start, f"the kit raised:\n{traceback.format_exc()}"
+    return record, time.perf_counter() - start, None
+
+
+def _baseline(machine: str, suite: Suite, profile: settings, seed: int | None) -> BaselineResult:
+    record, seconds, error = _campaign(suite, f"baseline-{machine}", profile, seed)
+    failure = error if record is None else record.failure
+    return BaselineResult(machine, failure is None, seconds, failure)
+
+
+def _mutant(mutant: Mutant, profile: settings, seed: int | None) -> MutantResult:
+    suite = SUITES[mutant.machine](mutant.adapter_class)
+    record, seconds, error = _campaign(suite, mutant.name, profile, seed)
+    if record is None or record.failure is None:
+        return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds, None, error)
+    to_failure = record.seconds_to_failure if record.seconds_to_failure is not None else seconds
+    return MutantResult(mutant.name, mutant.rule, mutant.machine, True, to_failure,
+                        list(record.steps), record.failure, record.itf_path)

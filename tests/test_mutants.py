@@ -1,0 +1,184 @@
+"""The bug catalogue: the lockstep kit kills every plausible bug of the query implementation.
+
+Each mutant in ``conformance/mutants/query.py`` breaks one rule the way a real
+engineer might. The default run gives each one a short ``dev`` campaign and
+checks that its minimised counterexample is a real one: it replays to a
+divergence on the mutant and to agreement on the unmodified implementation.
+The slow run is the real measure: the whole catalogue under ``ci`` over
+three seeds, as ``settled mutants`` runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import typer
+from settled.conformance import _mutants_run
+from settled.conformance._lockstep import Action, replay, run_lockstep
+from settled.conformance._mutants_run import run_mutants, select_mutants
+from settled.conformance._profiles import profile
+from settled.conformance._query_adapter import QueryAdapter
+from settled.conformance._suites import Suite, query_suite
+from settled.conformance.mutants import Mutant, all_mutants
+from settled.conformance.mutants.query import MUTANTS
+from settled.model import RULES
+from typer.testing import CliRunner
+
+from settled._cmd_mutants import register
+
+# A dev campaign (15 examples) is a small budget: mutants the coverage tour
+# kills need no luck, but a bug that shows only after a particular sequence
+# (a resubmission that is then answered, a cancel followed by the platform's
+# success) needs a seed whose runs happen to reach it. These seeds were found
+# with `settled mutants --profile dev --only NAME --seed N`; generation
+# depends only on the model and the kit, so after changing either, find a new
+# one the same way. Every other mutant is killed by the tour, whatever the seed.
+DEV_SEEDS: dict[str, int] = {
+    "Q1-retry-under-new-query-id": 7,
+    "Q21-cancel-overrides-platform-success": 16,
+    "Q11-stale-epoch-write-accepted": 7,
+    "Q5-partial-quote-accepted": 1,
+    "Q24-late-result-moves-newer-phase": 3,
+    "Q25-notification-authorizes": 1,
+}
+
+# Mutants the ci campaign is known to let survive on some seeds, with why.
+# Each one is a gap in the kit (reported to the lead), not a harmless mutant:
+# the default run above shows each of them can be killed. Empty this when
+# the kit closes the gap; the slow test then holds them to the same bar.
+# Mutants the kit is known not to kill reliably, with the reason; none today.
+KIT_BLIND_SPOTS: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def counterexamples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SETTLED_COUNTEREXAMPLES", str(tmp_path))
+    return tmp_path
+
+
+def _replay(suite: Suite, steps: Sequence[Action]) -> str | None:
+    return replay(suite.protocol, suite.adapter, suite.instances, suite.forbidden, steps)
+
+
+# --------------------------------------------------------------------------- the catalogue
+def test_the_catalogue_names_each_bug_after_the_rule_it_breaks() -> None:
+    names = [m.name for m in MUTANTS]
+    assert len(MUTANTS) >= 14
+    assert len(set(names)) == len(names)
+    for m in MUTANTS:
+        assert m.rule in RULES, m
+        assert m.name.startswith(f"{m.rule}-"), m
+        assert m.machine == "query"
+        assert m.description, f"{m.name} has no description"
+    assert set(names) <= {m.name for m in all_mutants()}
+    assert set(DEV_SEEDS) | set(KIT_BLIND_SPOTS) <= set(names)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_each_mutant_swaps_exactly_one_part_of_the_implementation(mutant: Mutant) -> None:
+    """A mutant is the reference adapter driving one altered worker or store, nothing else."""
+    cls = mutant.adapter_class
+    assert isinstance(cls, type) and issubclass(cls, QueryAdapter)
+    swapped = [part for part in ("worker_class", "store_class")
+               if getattr(cls, part) is not getattr(QueryAdapter, part)]
+    assert len(swapped) == 1, swapped
+    part = getattr(cls, swapped[0])
+    assert part.__doc__ and mutant.rule in part.__doc__, "the docstring cites the broken rule"
+
+
+# --------------------------------------------------------------------------- (a) each is killed
+@pytest.mark.parametrize("mutant", [pytest.param(m, id=m.name, marks=pytest.mark.rule(m.rule))
+                                    for m in MUTANTS])
+def test_each_mutant_is_killed_with_a_counterexample_that_replays(mutant: Mutant) -> None:
+    seed = DEV_SEEDS.get(mutant.name, 1)
+    suite = query_suite(mutant.adapter_class)
+    record = run_lockstep(suite.lockstep(mutant.name), profile("dev"), seed=seed)
+    assert record.failure is not None, (
+        f"the dev campaign with seed {seed} did not kill {mutant.name}; if the model or the kit "
+        "changed, find a seed that does with `settled mutants --profile dev --only "
+        f"{mutant.name} --seed N` and update DEV_SEEDS")
+    assert record.steps
+    # The minimised steps are a real counterexample: they diverge on the mutant ...
+    assert _replay(suite, record.steps) is not None, record.failure
+    # ... and the unmodified implementation takes every one of them like the model does.
+    assert _replay(query_suite(), record.steps) is None, record.failure
+
+
+# --------------------------------------------------------------------------- the runner
+def test_an_unknown_mutant_name_is_refused_naming_the_catalogue() -> None:
+    with pytest.raises(ValueError, match=r"no mutant named 'Q99-nothing'.*Q14-lost-response"):
+        select_mutants(["Q99-nothing"])
+
+
+class _AdapterThatCannotStart(QueryAdapter):
+    def __init__(self, *args: object) -> None:
+        raise RuntimeError("no database today")
+
+
+@pytest.fixture
+def unrunnable(monkeypatch: pytest.MonkeyPatch) -> Mutant:
+    broken = Mutant("Q14-cannot-start", "Q14", "query", "an adapter that raises",
+                    _AdapterThatCannotStart)
+    monkeypatch.setattr(_mutants_run, "all_mutants", lambda: [broken])
+    return broken
+
+
+def test_a_mutant_the_kit_cannot_run_is_not_counted_as_killed(unrunnable: Mutant) -> None:
+    """An error of the kit is not a counterexample: the catalogue fails rather than credit it."""
+    report = run_mutants(profile("dev"), seed=1, names=[unrunnable.name])
+    assert report.baseline_passed
+    [result] = report.mutants
+    assert not result.killed and result.steps is None
+    assert result.failure is not None and "no database today" in result.failure
+    assert not report.ok
+    assert report.to_json()["killed"] == 0
+
+
+# --------------------------------------------------------------------------- (c) the command line
+def test_mutants_json_has_exactly_the_documented_keys() -> None:
+    app = typer.Typer()
+
+    @app.callback()
+    def settled() -> None:
+        """Subcommands only."""
+
+    register(app)
+    result = CliRunner().invoke(app, ["mutants", "--json", "--profile", "dev", "--seed", "1",
+                                      "--only", "T2-condition-update-keeps-drafts"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert set(report) == {"mutants", "killed", "total", "baseline_passed"}
+    [mutant] = report["mutants"]
+    assert set(mutant) == {"name", "rule", "killed", "seconds", "steps"}
+    assert mutant["name"] == "T2-condition-update-keeps-drafts" and mutant["rule"] == "T2"
+    assert mutant["killed"] is True and isinstance(mutant["steps"], int)
+    assert isinstance(mutant["seconds"], float)
+    assert (report["killed"], report["total"], report["baseline_passed"]) == (1, 1, True)
+
+
+def test_mutants_refuses_an_unknown_profile_or_name_with_exit_2() -> None:
+    app = typer.Typer()
+
+    @app.callback()
+    def settled() -> None:
+        """Subcommands only."""
+
+    register(app)
+    assert CliRunner().invoke(app, ["mutants", "--profile", "nightly"]).exit_code == 2
+    assert CliRunner().invoke(app, ["mutants", "--only", "Q99-nothing"]).exit_code == 2
+
+
+# --------------------------------------------------------------------------- (b) the ci campaign
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_ci_campaign_kills_the_whole_catalogue_and_passes_the_baseline(seed: int) -> None:
+    report = run_mutants(profile("ci"), seed=seed)
+    failed = [b.failure for b in report.baseline if not b.passed]
+    assert report.baseline_passed, failed
+    survivors = {m.name: m.failure for m in report.mutants
+                 if not m.killed and m.name not in KIT_BLIND_SPOTS}
+    assert not survivors, f"seed {seed}: the ci campaign let these survive: {survivors}"
+    assert report.total == len(all_mutants())
