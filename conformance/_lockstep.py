@@ -312,15 +312,18 @@ def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:
         total[k] = total.get(k, 0) + n
 
 
-def tour(protocol: Protocol) -> list[list[Action]]:
-    """For every transition, the shortest run of one instance that fires it.
+def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
+    """For every transition, the shortest run of one instance that fires it; and for every
+    guard of a transition a caller may be refused, the shortest run to a state where that
+    guard alone refuses it, ending in the refused action.
 
-    Replayed before the random campaign, the tour guarantees transition
-    coverage: random runs rarely reach, say, a third not-found in a row.
+    Replayed before the random campaign, the tour guarantees transition and
+    refusal coverage: random runs rarely reach, say, a third not-found in a
+    row, or a re-confirmation quoting a notification.
     """
     start = protocol.initial_config()
     parent: dict[Config, tuple[Config, Action] | None] = {start: None}
-    frontier, paths = [start], {}
+    frontier, paths, probes = [start], {}, {}
     while frontier:
         nxt = []
         for c in frontier:
@@ -332,9 +335,32 @@ def tour(protocol: Protocol) -> list[list[Action]]:
                 if s.after not in parent:
                     parent[s.after] = (c, action)
                     nxt.append(s.after)
+            for key, action in _refusals(protocol, c, forbidden):
+                if key not in probes:
+                    probes[key] = [*_path_to(parent, c), action]
         frontier = nxt
-    return [paths[transition_label(t)] for t in protocol.transitions
-            if transition_label(t) in paths]
+    fires = [paths[transition_label(t)] for t in protocol.transitions
+             if transition_label(t) in paths]
+    return fires + [probes[k] for k in sorted(probes)]
+
+
+def _refusals(protocol: Protocol, c: Config,
+              forbidden: frozenset[str]) -> list[tuple[tuple[str, str, str], Action]]:
+    """(transition, guard, params) → a forbidden action refused here by that guard alone."""
+    if not forbidden:
+        return []
+    v = protocol.view(c)
+    enabled = {(s.transition.trigger, tuple(s.params.items())) for s in protocol.enabled(c)}
+    out = []
+    for t in protocol.transitions_from(c.state):
+        if t.trigger not in forbidden:
+            continue
+        for params in t.param_choices():
+            failing = [g for g in t.guards if not g(v, params)]
+            if len(failing) == 1 and (t.trigger, tuple(params.items())) not in enabled:
+                key = (transition_label(t), failing[0].name, repr(sorted(params.items())))
+                out.append((key, Action(0, t.trigger, params, forbidden=True)))
+    return out
 
 
 def _path_to(parent: Mapping[Config, tuple[Config, Action] | None], c: Config) -> list[Action]:
@@ -351,7 +377,7 @@ def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
     """Replay the coverage tour; its first failing path, or None when all agree."""
     record: Record = machine.record  # type: ignore[attr-defined]
     protocol, factory, instances, forbidden = machine.spec  # type: ignore[attr-defined]
-    for path in tour(protocol):
+    for path in tour(protocol, forbidden):
         runs: list[Runner] = []
         message = replay(protocol, factory, instances, forbidden, path, keep=runs)
         _merge(record.fired, runs[0].fired)

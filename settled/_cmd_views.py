@@ -14,7 +14,7 @@ from settled.model import MACHINES
 Check = Annotated[bool, typer.Option("--check", help="Only compare; exit 1 naming each stale file.")]
 Root = Annotated[Path, typer.Option("--root", help="Project folder holding diagrams/ and tests/.")]
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def diagram_files() -> dict[str, bytes]:
