@@ -313,7 +313,8 @@ def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:
 
 
 def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
-    """For every transition, the shortest run of one instance that fires it; and for every
+    """For every transition, the shortest run of one instance that fires it, and that run
+    extended by each step that can follow it; and for every
     guard of a transition a caller may be refused, the shortest run to a state where that
     guard alone refuses it, ending in the refused action.
 
@@ -324,6 +325,7 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
     start = protocol.initial_config()
     parent: dict[Config, tuple[Config, Action] | None] = {start: None}
     frontier, paths, probes = [start], {}, {}
+    pairs: dict[tuple[str, str], list[Action]] = {}
     while frontier:
         nxt = []
         for c in frontier:
@@ -332,6 +334,12 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
                 action = Action(0, s.transition.trigger, s.params)
                 if label not in paths:
                     paths[label] = [*_path_to(parent, c), action]
+                    # ... and one step further along each way out: a bug often shows
+                    # only in what follows a transition (a retry that is then answered).
+                    for then in protocol.enabled(s.after):
+                        key = (label, transition_label(then.transition))
+                        follow = Action(0, then.transition.trigger, then.params)
+                        pairs.setdefault(key, [*paths[label], follow])
                 if s.after not in parent:
                     parent[s.after] = (c, action)
                     nxt.append(s.after)
@@ -341,7 +349,7 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
         frontier = nxt
     fires = [paths[transition_label(t)] for t in protocol.transitions
              if transition_label(t) in paths]
-    return fires + [probes[k] for k in sorted(probes)]
+    return fires + [pairs[k] for k in sorted(pairs)] + [probes[k] for k in sorted(probes)]
 
 
 def _refusals(protocol: Protocol, c: Config,
