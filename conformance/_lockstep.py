@@ -337,15 +337,15 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
                     # ... and one step further along each way out: a bug often shows
                     # only in what follows a transition (a retry that is then answered).
                     for then in protocol.enabled(s.after):
-                        key = (label, transition_label(then.transition))
+                        pair = (label, transition_label(then.transition))
                         follow = Action(0, then.transition.trigger, then.params)
-                        pairs.setdefault(key, [*paths[label], follow])
+                        pairs.setdefault(pair, [*paths[label], follow])
                 if s.after not in parent:
                     parent[s.after] = (c, action)
                     nxt.append(s.after)
-            for key, action in _refusals(protocol, c, forbidden):
-                if key not in probes:
-                    probes[key] = [*_path_to(parent, c), action]
+            for refusal, refused in _refusals(protocol, c, forbidden):
+                if refusal not in probes:
+                    probes[refusal] = [*_path_to(parent, c), refused]
         frontier = nxt
     fires = [paths[transition_label(t)] for t in protocol.transitions
              if transition_label(t) in paths]
