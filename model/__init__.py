@@ -25,8 +25,10 @@ from ._core import (
     Vars,
 )
 from ._rules import RULES
+from ._system import Binding, Refinement, SharedTransition, System, SystemConfig, SystemInvariant
 from .approval import APPROVAL, ApprovalState, build_approval_machine
 from .query import QUERY, QueryState, build_query_machine
+from .systems import SYSTEMS, build_approval_system, build_query_system
 
 # Every declared machine, by the name the command line uses.
 MACHINES: dict[str, Protocol] = {"query": QUERY, "approval": APPROVAL}
@@ -36,7 +38,9 @@ __all__ = [
     "MACHINES",
     "QUERY",
     "RULES",
+    "SYSTEMS",
     "ApprovalState",
+    "Binding",
     "Config",
     "DeclarationError",
     "Effect",
@@ -48,13 +52,20 @@ __all__ = [
     "Params",
     "Protocol",
     "QueryState",
+    "Refinement",
+    "SharedTransition",
     "Snapshot",
     "State",
     "Step",
     "StepProperty",
+    "System",
+    "SystemConfig",
+    "SystemInvariant",
     "Transition",
     "Variable",
     "Vars",
     "build_approval_machine",
+    "build_approval_system",
     "build_query_machine",
+    "build_query_system",
 ]

@@ -93,6 +93,10 @@ class Guard:
     text: str
     fn: Callable[[Vars, Params], bool]
     reads: tuple[str, ...] = ()
+    # A model bound (not a protocol rule): it only keeps the explored space finite. A
+    # synchronised step in a system is not taken where a bound alone would make it skip an
+    # instance it concerns (see ``_system``).
+    bound: bool = False
 
     def __call__(self, v: Vars, p: Params) -> bool:
         return self.fn(v, p)

@@ -19,8 +19,10 @@ than either rate.
   no-op state machine with the same rule shape, same settings and seed.
 - ``trace_check``: the trace checker next to a bare ``json.loads`` pass
   over the same file.
-- ``explore``: the table explorer next to the ``transitions`` oracle on the
-  same model.
+- ``explore``: the table explorer on the single query machine next to the
+  ``transitions`` oracle on the same model; then the query system (queries
+  sharing the task's version and the worker processes), reduced by symmetry,
+  with the number of concrete states the reduced ones stand for.
 
 The files go to a real directory on disk (the system temp directory unless
 told otherwise, never a RAM disk by default): the commits are the point. The
@@ -59,6 +61,7 @@ from settled.conformance import _trace
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._lockstep import MIN_STEPS
 from settled.conformance._suites import query_suite
+from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of
 from settled.impl import _db
 from settled.impl._demo_approval import bench_approval
@@ -67,6 +70,7 @@ from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
 from settled.impl._store import QueryStore, utc_now
 from settled.impl._worker import Worker
 from settled.model import QUERY, Config, Protocol, QueryState, Step, build_query_machine
+from settled.model.systems import build_query_system
 
 __all__ = ["FULL", "QUICK", "Sizes", "bench_explore", "bench_impl", "bench_lockstep",
            "bench_trace_check", "count_transactions", "fast_trace_lines", "run_bench"]
@@ -89,22 +93,22 @@ class Sizes:
     lockstep_steps: int
     trace_events: int  # at least this many; generation stops at an instance boundary
     explore_bounds: tuple[int, int, int]  # build_query_machine(workers, max_epoch, max_task_version)
-    explore_instances: int
+    system_size: tuple[int, int]  # build_query_system(queries, workers)
     transitions_max_states: int | None  # None: the oracle side explores the whole space too
     approval_seconds: float
 
 
-# About a minute and a half on a shared 2-core machine. The explored model has
-# over three million states and its oracle run fits whole, so the ratio
-# compares two complete runs rather than a sample against a full one (on a
-# sample the oracle's per-configuration cost would be over-weighed hugely).
+# A few minutes on a shared 2-core machine. The single machine is the default
+# one (18,054 states) and its oracle run fits whole, so the ratio compares two
+# complete runs. The system is two queries of one task with two worker
+# processes, explored completely.
 FULL = Sizes(rounds=3, queries_per_round=40, raw_commits_per_round=1500, race_queries=200,
              lockstep_examples=30, lockstep_steps=50, trace_events=1_000_000,
-             explore_bounds=(2, 2, 1), explore_instances=2, transitions_max_states=None,
+             explore_bounds=(2, 3, 3), system_size=(2, 2), transitions_max_states=None,
              approval_seconds=4.0)
 QUICK = Sizes(rounds=1, queries_per_round=4, raw_commits_per_round=200, race_queries=8,
               lockstep_examples=3, lockstep_steps=MIN_STEPS + 5, trace_events=20_000,
-              explore_bounds=(1, 1, 2), explore_instances=2, transitions_max_states=None,
+              explore_bounds=(1, 2, 2), system_size=(1, 1), transitions_max_states=None,
               approval_seconds=0.4)
 
 
@@ -509,27 +513,40 @@ def bench_trace_check(directory: Path, sizes: Sizes = FULL, say: Say = lambda _:
 
 # --------------------------------------------------------------------------- explore
 def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
-    """The table explorer's states per second, against the ``transitions`` oracle on the same model."""
+    """The single query machine through the table and through the ``transitions`` oracle, then
+    the query system whose queries share the task's version and the worker processes."""
     workers, epochs, versions = sizes.explore_bounds
-    p, n = build_query_machine(workers, epochs, versions), sizes.explore_instances
-    name = f"query(workers={workers}, max_epoch={epochs}, max_task_version={versions}) x{n}"
-    say(f"explore: {name} through the table")
+    p = build_query_machine(workers, epochs, versions)
+    name = f"query(workers={workers}, max_epoch={epochs}, max_task_version={versions})"
+    say(f"explore: {name} through the table (one core, invariants and step properties)")
     start = time.perf_counter()
-    table = explore(p, instances=n)
+    table = explore(p, instances=1)
     table_s = time.perf_counter() - start
     say(f"explore: {table.states:,} states in {table_s:.1f}s; again through the transitions oracle")
     start = time.perf_counter()
-    oracle = explore_via_transitions(p, instances=n, max_states=sizes.transitions_max_states)
+    oracle = explore_via_transitions(p, instances=1, max_states=sizes.transitions_max_states)
     oracle_s = time.perf_counter() - start
     if oracle.complete and oracle.states != table.states:
         raise RuntimeError(f"bench: the oracle reached {oracle.states} states, the table "
                            f"{table.states}")
     rate, oracle_rate = _rate(table.states, table_s), _rate(oracle.states, oracle_s)
-    return {"states": table.states, "states_per_second": rate,
+    queries, procs = sizes.system_size
+    system = build_query_system(queries=queries, workers=procs)
+    say(f"explore: {system.meaning}, shared version and processes, reduced by symmetry")
+    start = time.perf_counter()
+    result = explore_system(system)
+    system_s = time.perf_counter() - start
+    return {"single_states": table.states, "single_states_per_second": rate,
             "vs_transitions_ratio": _ratio(rate, oracle_rate),
             "transitions_states_per_second": oracle_rate, "transitions_states": oracle.states,
             "transitions_complete": oracle.complete, "model": name,
-            "seconds": round(table_s, 2), "transitions_seconds": round(oracle_s, 2)}
+            "single_seconds": round(table_s, 2), "transitions_seconds": round(oracle_s, 2),
+            "system": system.meaning, "system_states": result.states,
+            "system_states_unreduced": result.states_unreduced,
+            "system_states_per_second": _rate(result.states, system_s),
+            "system_seconds": round(system_s, 2), "system_complete": result.complete,
+            "system_findings": len(result.findings),
+            "independent_product": result.independent_product}
 
 
 # --------------------------------------------------------------------------- everything

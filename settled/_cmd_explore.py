@@ -12,7 +12,10 @@ from rich.live import Live
 from rich.text import Text
 
 from settled.conformance._explore import ExploreResult, explore
+from settled.conformance._itf import write_itf
+from settled.conformance._system import explore_system
 from settled.model import MACHINES, Protocol, build_query_machine
+from settled.model.systems import SYSTEMS, build_approval_system, build_query_system
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -69,14 +72,22 @@ def report_text(result: ExploreResult) -> None:
 def explore_command(
     model: Annotated[str, typer.Argument(help=f"The machine: {', '.join(MACHINES)}.")],
     queries: Annotated[int, typer.Option("--queries", "--instances", min=1,
-                                         help="Instances composed side by side.")] = 1,
+                                         help="Instances of the declared system (sharing state).")] = 1,
     workers: Annotated[int | None, typer.Option(help="Workers (query machine).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     itf: Annotated[Path | None, typer.Option(help="Write each counterexample as ITF here.")] = None,
     graph: Annotated[Path | None, typer.Option(help="Write the state graph as JSON here.")] = None,
     max_states: Annotated[int | None, typer.Option(min=1, help="Stop after this many states.")] = None,
 ) -> None:
-    """Explore every reachable state; exit 0 only when nothing is found."""
+    """Explore every reachable state; exit 0 only when nothing is found.
+
+    With ``--queries N`` (N > 1) the N instances form the declared system: they share the
+    task's version, the session and the worker processes (query) or the stock (approval),
+    and the search is reduced by symmetry; the report gives both the reduced and the
+    unreduced state counts."""
+    if queries > 1:
+        _explore_system(model, queries, workers, as_json, itf, graph, max_states)
+        return
     protocol = machine_for(model, workers)
     with Progress(not as_json) as progress:
         result = explore(protocol, instances=queries, max_states=max_states, progress=progress)
@@ -89,6 +100,47 @@ def explore_command(
     else:
         report_text(result)
     raise typer.Exit(0 if result.ok and result.complete else 1)
+
+
+def _explore_system(model: str, queries: int, workers: int | None, as_json: bool,
+                    itf: Path | None, graph: Path | None, max_states: int | None) -> None:
+    if model not in SYSTEMS:
+        err.print(f"unknown model {model!r}; choose one of {sorted(SYSTEMS)}")
+        raise typer.Exit(2)
+    if graph is not None:
+        err.print("--graph writes the state graph of one machine; drop --queries or --graph")
+        raise typer.Exit(2)
+    if workers is not None and (model != "query" or workers < 1):
+        err.print(f"--workers {workers}: only the query system has worker processes (at least 1)")
+        raise typer.Exit(2)
+    system = (build_query_system(queries=queries, workers=workers or 1) if model == "query"
+              else build_approval_system(calls=queries))
+    with Progress(not as_json) as progress:
+        result = explore_system(system, max_states=max_states, progress=progress)
+    if itf is not None:
+        itf.mkdir(parents=True, exist_ok=True)
+        for f in result.findings:
+            if f.counterexample is not None:
+                meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules)}
+                write_itf(itf / f.file_name, f.counterexample.to_itf(meta))
+    if as_json:
+        print(json.dumps(result.to_json(), sort_keys=True, default=str))
+    else:
+        out = Console(highlight=False, soft_wrap=True)
+        out.print(f"{result.system} ({system.meaning}): {result.states:,} states explored, "
+                  f"standing for {result.states_unreduced:,} without symmetry reduction; "
+                  f"{result.edges:,} edges in {result.seconds:.2f}s "
+                  f"({result.states_per_second:,.0f} states/s)")
+        for f in result.findings:
+            out.print(f"[bold]{f.kind}[/bold] {f.name} ({', '.join(f.rules) or '-'}): {f.text}")
+            if f.counterexample is not None:
+                out.print(f.counterexample.steps_text())
+        if not result.complete:
+            out.print(f"INCOMPLETE: stopped at {result.states:,} states (--max-states)")
+        else:
+            out.print("no violations, deadlocks, traps, unreached states or unfired transitions"
+                      if result.ok else f"{len(result.findings)} finding(s)")
+    raise typer.Exit(0 if result.ok else 1)
 
 
 def register(app: typer.Typer) -> None:

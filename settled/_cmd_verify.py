@@ -22,19 +22,27 @@ def _mark(ok: bool) -> str:
 
 def summary(result: dict[str, Any]) -> Table:
     table = Table(title="settled verify")
-    for col in ("machine", "static", "explore", "lockstep", "trace check", "ok"):
+    for col in ("machine", "static", "explore", "system", "lockstep", "trace check", "ok"):
         table.add_column(col)
     for name, m in result["machines"].items():
         ex, ls, tc = m["explore"], m["lockstep"], m["trace_check"]
         table.add_row(
             name, _mark(not any(m["static"].values())),
             f"{_mark(ex['ok'])} {ex['states']:,} states, {ex['seconds']}s",
+            _system_cell(m["system"]),
             f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs, {ls.get('steps', 0):,} steps, "
             f"{ls.get('seconds', 0)}s",
             f"{_mark(tc['ok'])} {tc['events']:,} events", _mark(m["ok"]))
     views = result["views"]
-    table.add_row("views", "", "", "", "", _mark(views["ok"]))
+    table.add_row("views", "", "", "", "", "", _mark(views["ok"]))
     return table
+
+
+def _system_cell(sy: dict[str, Any]) -> str:
+    if "states" not in sy:
+        return _mark(False)
+    return (f"{_mark(sy['ok'])} {sy['states']:,} states ({sy['states_unreduced']:,} unreduced), "
+            f"{sy['seconds']}s")
 
 
 def details(result: dict[str, Any]) -> None:
@@ -45,6 +53,9 @@ def details(result: dict[str, Any]) -> None:
         if m["explore"]["findings"]:
             err.print(f"{name}: explorer findings {m['explore']['findings']}; run "
                       f"'settled explore {name}' for the counterexamples")
+        if m["system"].get("findings"):
+            err.print(f"{name}: system findings {m['system']['findings']}; run "
+                      f"'settled explore {name} --queries 2' for the counterexamples")
         ls = m["lockstep"]
         if ls.get("failure"):
             err.print(f"{name}: {ls['failure']}")

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from settled import _diagrams, _spec
 from settled.model import MACHINES
+from settled.model.systems import SYSTEMS
 
 Check = Annotated[bool, typer.Option("--check", help="Only compare; exit 1 naming each stale file.")]
 Root = Annotated[Path, typer.Option("--root", help="Project folder holding diagrams/ and tests/.")]
@@ -25,7 +26,7 @@ def diagram_files() -> dict[str, bytes]:
 
 
 def spec_files(root: Path) -> dict[str, bytes]:
-    text = _spec.render_spec(list(MACHINES.values()), root / "tests")
+    text = _spec.render_spec(list(MACHINES.values()), root / "tests", list(SYSTEMS.values()))
     return {"SPEC.md": text.encode()}
 
 

@@ -1,7 +1,8 @@
 """``settled verify``: everything a reviewer needs to trust the protocols, in one run.
 
 For every declared machine: the static checks of its protocol graph, the
-exhaustive exploration at default bounds, the lockstep campaign (ci profile,
+exhaustive exploration at default bounds of the machine alone and of its
+system (instances that share state, reduced by symmetry), the lockstep campaign (ci profile,
 fixed seed) against the bundled SQLite implementation, and the trace check
 of that campaign's event logs (every run's log is replayed through the model
 by the trace checker); then the drift check of the generated diagrams and
@@ -27,11 +28,13 @@ from settled.conformance._explore import explore
 from settled.conformance._lockstep import run_lockstep, unfired
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES
+from settled.conformance._system import explore_system
 from settled.model import MACHINES, Protocol
 from settled.model._graph import static_findings
+from settled.model._system import System
+from settled.model.systems import SYSTEMS
 
 SEED = 20261202
-EXPLORE_INSTANCES = {"query": 1, "approval": 2}
 
 Say = Callable[[str], None]
 
@@ -41,27 +44,37 @@ class MachineReport:
     name: str
     static: dict[str, list[str]] = field(default_factory=dict)
     explore: dict[str, Any] = field(default_factory=dict)
+    system: dict[str, Any] = field(default_factory=dict)
     lockstep: dict[str, Any] = field(default_factory=dict)
     trace_check: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return (not any(self.static.values()) and self.explore.get("ok", False)
-                and self.lockstep.get("ok", False) and self.trace_check.get("ok", False))
+                and self.system.get("ok", False) and self.lockstep.get("ok", False)
+                and self.trace_check.get("ok", False))
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "static": self.static, "explore": self.explore,
-                "lockstep": self.lockstep, "trace_check": self.trace_check}
+                "system": self.system, "lockstep": self.lockstep, "trace_check": self.trace_check}
 
 
 def check_static(p: Protocol) -> dict[str, list[str]]:
     return dict(static_findings(p))
 
 
-def check_explore(p: Protocol, instances: int) -> dict[str, Any]:
-    result = explore(p, instances=instances)
+def check_explore(p: Protocol) -> dict[str, Any]:
+    result = explore(p, instances=1)
     return {"ok": result.ok and result.complete, "states": result.states, "edges": result.edges,
-            "instances": instances, "seconds": round(result.seconds, 2),
+            "seconds": round(result.seconds, 2),
+            "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
+
+
+def check_system(system: System) -> dict[str, Any]:
+    result = explore_system(system)
+    return {"ok": result.ok, "system": system.meaning, "states": result.states,
+            "states_unreduced": result.states_unreduced, "edges": result.edges,
+            "seconds": round(result.seconds, 2), "complete": result.complete,
             "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
 
 
@@ -95,7 +108,12 @@ def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: i
         say(f"{name}: static checks")
         report.static = check_static(p)
         say(f"{name}: exploring every reachable state")
-        report.explore = check_explore(p, EXPLORE_INSTANCES.get(name, 1))
+        report.explore = check_explore(p)
+        if name in SYSTEMS:
+            say(f"{name}: exploring the system ({SYSTEMS[name].meaning})")
+            report.system = check_system(SYSTEMS[name])
+        else:
+            report.system = {"ok": False, "findings": [f"no system declared for {name}"]}
         if name in SUITES:
             say(f"{name}: lockstep campaign ({profile_name} profile) against the SQLite implementation")
             report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed)

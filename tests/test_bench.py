@@ -34,8 +34,9 @@ KEYS = {
              "raw_commits_per_second", "transactions_per_query", "ratio_to_raw_commits"},
     "lockstep": {"steps_per_second", "noop_steps_per_second", "ratio"},
     "trace_check": {"events", "events_per_second", "ratio_to_json_parse"},
-    "explore": {"states", "states_per_second", "vs_transitions_ratio",
-                "transitions_states_per_second", "transitions_states"},
+    "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
+                "transitions_states_per_second", "transitions_states", "system_states",
+                "system_states_unreduced", "system_seconds"},
     "approval": {"writes_per_second", "lookups_per_second"},
 }
 
@@ -101,9 +102,12 @@ def test_the_ratios_are_computed_from_the_reported_rates(quick: dict[str, Any]) 
     assert lock["ratio"] == pytest.approx(lock["noop_steps_per_second"] / lock["steps_per_second"],
                                           rel=0.01)
     assert explore["vs_transitions_ratio"] == pytest.approx(
-        explore["states_per_second"] / explore["transitions_states_per_second"], rel=0.01)
+        explore["single_states_per_second"] / explore["transitions_states_per_second"], rel=0.01)
     assert explore["transitions_complete"] is True
-    assert explore["transitions_states"] == explore["states"]
+    assert explore["transitions_states"] == explore["single_states"]
+    assert explore["independent_product"] is False
+    assert explore["system_complete"] is True
+    assert explore["system_states"] <= explore["system_states_unreduced"]
 
 
 def test_without_json_each_section_is_a_table(quick: dict[str, Any],
@@ -159,8 +163,10 @@ def test_settled_bench_json_quick_through_the_cli() -> None:
 
 @pytest.mark.slow
 def test_the_full_bench_meets_its_sizes(tmp_path: Path) -> None:
-    """The full run: a million trace events, a million explored states, no duplicate execution."""
+    """The full run: a million trace events, the whole 2-query system, no duplicate execution."""
     report = run_bench(quick=False, directory=tmp_path)
     assert_complete(report)
     assert report["trace_check"]["events"] >= 1_000_000
-    assert report["explore"]["states"] >= 1_000_000
+    assert report["explore"]["single_states"] == 18_054
+    assert report["explore"]["system_complete"] is True
+    assert report["explore"]["system_states_unreduced"] > report["explore"]["system_states"]

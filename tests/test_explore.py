@@ -155,7 +155,7 @@ MUTANTS = [
         # platform_succeeds, lookup_succeeded
         mutate(trigger("lookup_succeeded"), effect("phase_moved := true",
                                                    lambda v, p: {"phase_moved": True})),
-        {("invariant", "late_result_keeps_out")}, 8,
+        {("step_property", "late_result_keeps_out")}, 8,
         marks=pytest.mark.rule("Q24"), id="late-result-moves-phase"),
     pytest.param(
         "unsubmitted_until_submitting",

@@ -1,0 +1,602 @@
+"""Exhaustive exploration of a declared :class:`System`, reduced by symmetry.
+
+What is explored
+----------------
+Every configuration a system can reach through ``System.enabled``: local
+steps of one instance, synchronised steps of several, and the system's own
+steps over its shared variables. Checked on every run: the machine's
+invariants on each instance, the system's invariants on the whole, the
+machine's step properties on every instance that moves, system variables
+outside their domains, deadlocks (not every instance terminal, no step),
+traps (no all-terminal configuration reachable), machine states never
+reached and machine transitions never fired by any instance. Each finding
+carries a shortest run from the initial configuration, as a numbered step
+list that :func:`replay_system` accepts back and as ITF.
+
+Symmetry
+--------
+Instances are interchangeable, and so are worker processes when the system
+names its ``worker`` parameter: every property here is symmetric in both.
+The search stores one canonical representative per orbit (instance
+configurations sorted, minimised over worker renamings), which keeps
+distances, so counterexamples are still shortest. ``states`` counts the
+representatives the search really visited; ``states_unreduced`` is the
+number of concrete configurations they stand for (the sum of their orbit
+sizes, counted exactly, not explored). A counterexample is rebuilt on
+concrete configurations by following, from the initial one, a successor
+whose canonical form is the next representative on the path.
+
+Nothing here is a product shortcut: the instances share variables, so the
+space is searched as one (``independent_product`` is always false).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model._core import Config, DeclarationError, Step, Value
+from ..model._system import System, SystemConfig, SystemStep
+from . import _itf
+
+Progress = Callable[[int, int, float], None]
+GENERATOR = "settled explore"
+
+
+@dataclass(frozen=True, slots=True)
+class SystemTraceStep:
+    who: str  # "q0", "all" (synchronised) or "system" (the system's own step)
+    trigger: str
+    params: tuple[tuple[str, Value], ...]
+
+    def text(self) -> str:
+        return " ".join([self.who, self.trigger, *(f"{k}={_fmt(v)}" for k, v in self.params)])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"who": self.who, "trigger": self.trigger, "params": dict(self.params)}
+
+
+def _fmt(value: Value) -> str:
+    return value if isinstance(value, str) else repr(value).replace(" ", "")
+
+
+def label(step: SystemStep) -> SystemTraceStep:
+    if step.shared is not None:
+        who = "system"
+    elif step.instance is not None:
+        who = f"q{step.instance}"
+    else:
+        who = "all"
+    return SystemTraceStep(who, step.trigger, tuple(sorted(step.params.items())))
+
+
+@dataclass(frozen=True)
+class SystemCounterexample:
+    system: System
+    steps: tuple[SystemTraceStep, ...]
+    configs: tuple[SystemConfig, ...]
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def steps_text(self) -> str:
+        return "\n".join(f"{n}. {s.text()}" for n, s in enumerate(self.steps, 1))
+
+    def _values(self, c: SystemConfig) -> dict[str, Value]:
+        out: dict[str, Value] = dict(self.system.shared_view(c))
+        for i, x in enumerate(c.instances):
+            out[f"q{i}.state"] = x.state
+            out.update({f"q{i}.{k}": v for k, v in self.system.machine.view(x).items()})
+        return out
+
+    def to_itf(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        states = [self._values(c) for c in self.configs]
+        names = sorted(states[0])
+        actions = [(s.trigger, {**dict(s.params), "who": s.who}) for s in self.steps]
+        return _itf.itf_trace(self.system.name, names, states, actions,
+                              {"status": "violation", "generator": GENERATOR,
+                               "model": self.system.name, **meta})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"length": len(self.steps), "steps": [s.to_json() for s in self.steps],
+                "steps_text": self.steps_text()}
+
+
+@dataclass(frozen=True)
+class SystemFinding:
+    kind: str
+    name: str
+    text: str
+    rules: tuple[str, ...]
+    counterexample: SystemCounterexample | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "text": self.text,
+                               "rules": list(self.rules)}
+        out.update(self.counterexample.to_json() if self.counterexample else
+                   {"length": None, "steps": [], "steps_text": ""})
+        return out
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.kind}-{re.sub(r'[^A-Za-z0-9_.+-]+', '_', self.name)}.itf.json"
+
+
+@dataclass
+class SystemResult:
+    system: str
+    instances: int
+    workers: int
+    symmetry: bool
+    states: int  # canonical representatives visited
+    states_unreduced: int  # concrete configurations they stand for (orbit sizes, exact)
+    edges: int  # steps taken from the visited representatives
+    seconds: float
+    complete: bool
+    findings: list[SystemFinding] = field(default_factory=list)
+    independent_product: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.complete and not self.findings
+
+    @property
+    def states_per_second(self) -> float:
+        return self.states / self.seconds if self.seconds else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.system, "system": True, "instances": self.instances,
+                "workers": self.workers, "symmetry_reduction": self.symmetry,
+                "states": self.states, "states_unreduced": self.states_unreduced,
+                "edges": self.edges, "seconds": round(self.seconds, 3),
+                "states_per_second": round(self.states_per_second),
+                "complete": self.complete, "ok": self.ok,
+                "independent_product": self.independent_product,
+                "findings": [f.to_json() for f in self.findings]}
+
+
+class _Move:
+    """One local step of an instance, compiled once per (local configuration, bound values)."""
+
+    __slots__ = ("dest", "params", "pkey", "props", "step", "trigger", "write")
+
+    def __init__(self, step: Step, dest: int, write: tuple[Value, ...] | None,
+                 props: tuple[str, ...]) -> None:
+        self.step = step
+        self.trigger = step.transition.trigger
+        self.params = step.params
+        self.pkey = tuple(sorted(step.params.items()))
+        self.dest = dest
+        self.write = write  # the shared machine variables after the step, if it changed them
+        self.props = props  # step properties this step breaks
+
+
+class _Space:
+    """Interned local configurations, their compiled moves, and the symmetry group."""
+
+    def __init__(self, system: System, symmetry: bool) -> None:
+        self.system = system
+        self.machine = system.machine
+        self.ids: dict[Config, int] = {}
+        self.configs: list[Config] = []
+        self.steps: dict[Config, tuple[Step, ...]] = {}
+        self.broken: list[tuple[str, ...]] = []  # per local id: broken machine invariants
+        self.terminal: list[bool] = []
+        self.shared_idx = system._shared_idx
+        self.symmetry = symmetry
+        self.perms: list[tuple[int, ...]] = [()]
+        self.held = -1
+        if system.worker is not None:
+            _param, var = system.worker
+            self.held = self.machine.variable_names.index(var)
+            self.width = len(self.machine.initial_config().values[self.held])
+            if symmetry:
+                self.perms = list(itertools.permutations(range(self.width)))
+        self.images: list[list[int]] = [[] for _ in self.perms]
+        self._moves: dict[tuple[int, tuple[Value, ...]], tuple[_Move, ...]] = {}
+        self._with: dict[tuple[int, tuple[Value, ...]], int] = {}
+        self._held_back: dict[tuple[int, str, Any], bool] = {}
+        self._shared_info: dict[tuple[Value, ...], Any] = {}
+
+    def intern(self, c: Config) -> int:
+        i = self.ids.get(c)
+        if i is None:
+            i = self.ids[c] = len(self.configs)
+            self.configs.append(c)
+            v = self.machine.view(c)
+            self.broken.append(tuple(x.name for x in self.machine.invariants if not x.fn(c.state, v)))
+            self.terminal.append(c.state in self.machine.terminal_states)
+            for k in range(len(self.perms)):
+                self.images[k].append(-1)
+        return i
+
+    def image(self, k: int, i: int) -> int:
+        j = self.images[k][i]
+        if j < 0:
+            c = self.configs[i]
+            perm = self.perms[k]
+            values = list(c.values)
+            held = values[self.held]
+            values[self.held] = tuple(held[perm.index(w)] for w in range(len(perm)))
+            j = self.intern(Config(c.state, tuple(values)))
+            self.images[k][i] = j
+        return j
+
+    def canon(self, ids: tuple[int, ...], shared: tuple[Value, ...]) -> tuple[Any, ...]:
+        if not self.symmetry:
+            return (ids, shared)
+        if len(self.perms) == 1:
+            return (tuple(sorted(ids)), shared)
+        image = self.image
+        best = min(tuple(sorted([image(k, i) for i in ids])) for k in range(len(self.perms)))
+        return (best, shared)
+
+    def orbit(self, key: tuple[Any, ...]) -> int:
+        """How many concrete configurations the representative ``key`` stands for."""
+        ids = key[0]
+        images: set[tuple[int, ...]] = set()
+        for k in range(len(self.perms)):
+            moved = [self.image(k, i) if len(self.perms) > 1 else i for i in ids]
+            images.update(itertools.permutations(moved))
+        return len(images)
+
+    def local(self, c: Config) -> tuple[Step, ...]:
+        s = self.steps.get(c)
+        if s is None:
+            s = self.steps[c] = tuple(self.machine.enabled(c))
+        return s
+
+    def config(self, key: tuple[Any, ...]) -> SystemConfig:
+        ids, shared = key
+        return SystemConfig(tuple(self.configs[i] for i in ids), shared)
+
+    # -- compiled successor pieces -------------------------------------------------
+    def moves(self, c: int, ctx: tuple[Value, ...], bound: Mapping[str, Value]) -> tuple[_Move, ...]:
+        key = (c, ctx)
+        m = self._moves.get(key)
+        if m is None:
+            cfg = self.configs[c]
+            before = tuple(cfg.values[k] for k in self.shared_idx)
+            b = self.machine.snapshot(cfg)
+            out = []
+            for s in self.local(cfg):
+                if any(n in s.params and s.params[n] != x for n, x in bound.items()):
+                    continue
+                after = tuple(s.after.values[k] for k in self.shared_idx)
+                a = self.machine.snapshot(s.after)
+                props = tuple(p.name for p in self.machine.step_properties
+                              if not p.fn(b, s.transition, s.params, a))
+                out.append(_Move(s, self.intern(s.after), after if after != before else None, props))
+            m = self._moves[key] = tuple(out)
+        return m
+
+    def with_shared(self, c: int, values: tuple[Value, ...]) -> int:
+        key = (c, values)
+        j = self._with.get(key)
+        if j is None:
+            cfg = self.configs[c]
+            vals = list(cfg.values)
+            for k, x in zip(self.shared_idx, values, strict=True):
+                vals[k] = x
+            j = self._with[key] = self.intern(Config(cfg.state, tuple(vals)))
+        return j
+
+    def held_back(self, c: int, trigger: str, params: Any, pkey: Any) -> bool:
+        key = (c, trigger, pkey)
+        h = self._held_back.get(key)
+        if h is None:
+            h = self._held_back[key] = self.system._held_back(self.configs[c], trigger, params)
+        return h
+
+    def shared_info(self, shared: tuple[Value, ...]) -> Any:
+        """Per value of the system's variables: the view, the bound parameters, and the
+        system's own steps."""
+        info = self._shared_info.get(shared)
+        if info is None:
+            sys = self.system
+            sv = dict(zip(sys._vidx, shared, strict=True))
+            bound = {b.param: b.fn(sv) for b in sys.bind}
+            own = []
+            for t in sys.transitions:
+                for p in t.param_choices():
+                    if all(g.fn(sv, p) for g in t.guards):
+                        own.append((t, p, _replace_shared(shared, sys._vidx, t.effect(sv, p))))
+            info = self._shared_info[shared] = (sv, bound, tuple(bound.values()), tuple(own))
+        return info
+
+
+def _replace_shared(values: tuple[Value, ...], index: Mapping[str, int],
+                    updates: Mapping[str, Value]) -> tuple[Value, ...]:
+    if not updates:
+        return values
+    out = list(values)
+    for name, x in updates.items():
+        out[index[name]] = x
+    return tuple(out)
+
+
+_Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...]]
+
+
+def _successors(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> list[_Succ]:
+    """Every step from (``ids``, ``shared``): new ids, new shared values, the moves taken.
+    The same semantics as ``System.enabled``, on interned integers."""
+    sys = sp.system
+    sv, bound, ctx, own = sp.shared_info(shared)
+    refine = sys._refine
+    sync = sys.sync
+    out: list[_Succ] = []
+    groups: dict[tuple[str, Any], list[tuple[int, _Move]]] = {}
+    for i, c in enumerate(ids):
+        for mv in sp.moves(c, ctx, bound):
+            if mv.trigger in sync:
+                groups.setdefault((mv.trigger, mv.pkey), []).append((i, mv))
+                continue
+            new_shared = _refined(refine, mv.trigger, mv.params, sv, shared, sys)
+            if new_shared is None:
+                continue
+            new = list(ids)
+            new[i] = mv.dest
+            if mv.write is not None:
+                for j in range(len(ids)):
+                    if j != i:
+                        new[j] = sp.with_shared(ids[j], mv.write)
+            out.append((tuple(new), new_shared, ((i, mv),)))
+    for (trigger, pkey), moves in sorted(groups.items(), key=lambda kv: repr(kv[0])):
+        movers = {i for i, _ in moves}
+        params = moves[0][1].params
+        if any(sp.held_back(c, trigger, params, pkey) for j, c in enumerate(ids) if j not in movers):
+            continue
+        new_shared = _refined(refine, trigger, params, sv, shared, sys)
+        if new_shared is None:
+            continue
+        new = list(ids)
+        written = None
+        for i, mv in moves:
+            new[i] = mv.dest
+            if mv.write is not None:
+                if written is not None and written != mv.write:
+                    raise DeclarationError(
+                        f"{sys.name}: sync step {trigger!r} writes the shared variables "
+                        f"{list(sys.shared)} differently on two instances; make the effects agree")
+                written = mv.write
+        if written is not None:
+            for j in range(len(ids)):
+                if j not in movers:
+                    new[j] = sp.with_shared(ids[j], written)
+        out.append((tuple(new), new_shared, tuple(moves)))
+    for _t, _p, new_shared in own:
+        out.append((ids, new_shared, ()))
+    return out
+
+
+def _refined(refine: Mapping[str, Any], trigger: str, params: Any, sv: Any,
+             shared: tuple[Value, ...], sys: System) -> tuple[Value, ...] | None:
+    ref = refine.get(trigger)
+    if ref is None:
+        return shared
+    if not all(g.fn(sv, params) for g in ref.guards):
+        return None
+    return _replace_shared(shared, sys._vidx, ref.effect(sv, params))
+
+
+def explore_system(system: System, *, symmetry: bool = True, max_states: int | None = None,
+                   progress: Progress | None = None) -> SystemResult:
+    """Visit every reachable configuration of ``system`` (one canonical one per orbit)."""
+    t0 = time.perf_counter()
+    sp = _Space(system, symmetry)
+    machine = system.machine
+    init = system.initial_config()
+    key0 = sp.canon(tuple(sp.intern(c) for c in init.instances), init.shared)
+    index: dict[tuple[Any, ...], int] = {key0: 0}
+    keys: list[tuple[Any, ...]] = [key0]
+    parent = array("q", [-1])
+    succ_start = array("q")
+    succ = array("q")
+    edges = 0
+    first_bad: dict[tuple[str, str], tuple[int, int | None]] = {}  # (kind, name) -> (gid, child)
+    states_seen: set[int] = set()
+    fired: set[int] = set()
+    domains = [frozenset(v.domain) for v in system.variables]
+    complete = True
+    last = t0
+    canon = sp.canon
+    g = 0
+    while g < len(keys):
+        if max_states is not None and len(keys) > max_states:
+            complete = False
+            break
+        key = keys[g]
+        ids, shared = key
+        _check_config(system, sp, key, g, first_bad, domains)
+        states_seen.update(ids)
+        succ_start.append(len(succ))
+        for new_ids, new_shared, moves in _successors(sp, ids, shared):
+            edges += 1
+            nk = canon(new_ids, new_shared)
+            n = index.get(nk)
+            if n is None:
+                n = index[nk] = len(keys)
+                keys.append(nk)
+                parent.append(g)
+            succ.append(n)
+            for _i, mv in moves:
+                fired.add(id(mv.step.transition))
+                for name in mv.props:
+                    first_bad.setdefault(("step_property", name), (g, n))
+        if succ_start[-1] == len(succ) and not all(sp.terminal[i] for i in ids):
+            first_bad.setdefault(("deadlock", "deadlock"), (g, None))
+        g += 1
+        if progress is not None and time.perf_counter() - last > 0.2:
+            last = time.perf_counter()
+            progress(len(keys), len(keys) - g, last - t0)
+    succ_start.append(len(succ))
+    visited = g
+    findings = _findings(system, sp, keys, parent, first_bad)
+    if complete:
+        trapped = _traps(sp, keys, succ_start, succ)
+        if trapped is not None:
+            findings.append(SystemFinding("trap", "trap", _TEXT["trap"], (),
+                                          _counterexample(system, sp, keys, parent, trapped)))
+        reached = {sp.configs[i].state for i in states_seen}
+        findings.extend(SystemFinding("unreached_state", st, f"no instance ever reaches state {st!r}",
+                                      ()) for st in machine.state_names if st not in reached)
+        findings.extend(SystemFinding("unfired_transition", t.trigger,
+                                      f"{t.trigger} from {list(t.source)} never fires in any instance",
+                                      t.rules) for t in machine.transitions if id(t) not in fired)
+    unreduced = sum(sp.orbit(k) for k in keys[:visited]) if symmetry else visited
+    return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
+                        symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
+                        findings)
+
+
+def _findings(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],
+              first_bad: dict[tuple[str, str], tuple[int, int | None]]) -> list[SystemFinding]:
+    machine = system.machine
+    meta = {"invariant": {i.name: (i.rules, i.text) for i in machine.invariants},
+            "system_invariant": {i.name: (i.rules, i.text) for i in system.invariants},
+            "step_property": {p.name: (p.rules, p.text) for p in machine.step_properties}}
+    out = []
+    for (kind, name), (gid, child) in sorted(first_bad.items(), key=lambda kv: (kv[1][0], kv[0])):
+        r, text = meta.get(kind, {}).get(name, ((), _TEXT.get(kind, name)))
+        last = (keys[child], name) if child is not None else None
+        out.append(SystemFinding(kind, name, text, tuple(r),
+                                 _counterexample(system, sp, keys, parent, gid, last)))
+    return out
+
+
+_TEXT = {"deadlock": "a configuration where not every instance is terminal and no step is enabled",
+         "trap": "a configuration from which no all-terminal configuration can be reached",
+         "domain": "a system variable outside its declared domain"}
+
+
+def _bad_props(machine: Any, before: Config, s: Step, after: Config,
+               memo: dict[tuple[int, int, Any, int], tuple[str, ...]], sp: _Space) -> tuple[str, ...]:
+    if not machine.step_properties:
+        return ()
+    pk = (sp.intern(before), id(s.transition), tuple(s.params.items()), sp.intern(after))
+    bad = memo.get(pk)
+    if bad is None:
+        b, a = machine.snapshot(before), machine.snapshot(after)
+        bad = memo[pk] = tuple(p.name for p in machine.step_properties
+                               if not p.fn(b, s.transition, s.params, a))
+    return bad
+
+
+def _check_config(system: System, sp: _Space, key: tuple[Any, ...], g: int,
+                  first_bad: dict[tuple[str, str], tuple[int, int | None]],
+                  domains: list[frozenset[Value]]) -> None:
+    ids = key[0]
+    for i in ids:
+        for name in sp.broken[i]:
+            first_bad.setdefault(("invariant", name), (g, None))
+    if not system.invariants and not domains:
+        return
+    cfg = sp.config(key)
+    for inv in system.broken_invariants(cfg):
+        first_bad.setdefault(("system_invariant", inv.name), (g, None))
+    for v, x, dom in zip(system.variables, cfg.shared, domains, strict=True):
+        if x not in dom:
+            first_bad.setdefault(("domain", v.name), (g, None))
+
+
+def _traps(sp: _Space, keys: list[tuple[Any, ...]], start: array[int], succ: array[int]) -> int | None:
+    """The first (BFS order) configuration that cannot reach an all-terminal one, if any."""
+    n = len(keys)
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for g in range(n):
+        for k in range(start[g], start[g + 1]):
+            rev[succ[k]].append(g)
+    good = bytearray(n)
+    queue: deque[int] = deque()
+    for g, key in enumerate(keys):
+        if all(sp.terminal[i] for i in key[0]):
+            good[g] = 1
+            queue.append(g)
+    while queue:
+        g = queue.popleft()
+        for p in rev[g]:
+            if not good[p]:
+                good[p] = 1
+                queue.append(p)
+    for g in range(n):
+        if not good[g]:
+            return g
+    return None
+
+
+def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],
+                    target: int, last: tuple[tuple[Any, ...], str] | None = None
+                    ) -> SystemCounterexample:
+    """A concrete shortest run to (a configuration in the orbit of) ``keys[target]``; with
+    ``last``, one more step into the orbit of ``last[0]`` that breaks step property ``last[1]``."""
+    chain = []
+    g = target
+    while g >= 0:
+        chain.append(keys[g])
+        g = parent[g]
+    chain.reverse()
+    cfg = system.initial_config()
+    configs = [cfg]
+    steps: list[SystemTraceStep] = []
+    for nxt in chain[1:]:
+        for step in system.enabled(cfg, sp.local):
+            a = step.after
+            if sp.canon(tuple(sp.intern(c) for c in a.instances), a.shared) == nxt:
+                steps.append(label(step))
+                cfg = a
+                configs.append(cfg)
+                break
+        else:  # pragma: no cover - the canonical path always has a concrete witness
+            raise AssertionError(f"{system.name}: no concrete step to a path state")
+    if last is not None:
+        for step in system.enabled(cfg, sp.local):
+            a = step.after
+            if sp.canon(tuple(sp.intern(c) for c in a.instances), a.shared) != last[0]:
+                continue
+            if any(last[1] in _bad_props(system.machine, cfg.instances[i], s, a.instances[i], {}, sp)
+                   for i, s in step.moves):
+                steps.append(label(step))
+                configs.append(a)
+                break
+        else:  # pragma: no cover
+            raise AssertionError(f"{system.name}: no concrete step breaking {last[1]}")
+    return SystemCounterexample(system, tuple(steps), tuple(configs))
+
+
+_LINE = re.compile(r"^\s*(?:\d+\.\s*)?(?P<who>q\d+|all|system)\s+(?P<trigger>\S+)(?P<rest>.*)$")
+
+
+def replay_system(system: System, text: str) -> list[SystemConfig]:
+    """Replay a numbered step list (as ``steps_text`` prints it); a ValueError names the step
+    that is not enabled."""
+    cfg = system.initial_config()
+    out = [cfg]
+    for n, line in enumerate((x for x in text.splitlines() if x.strip()), 1):
+        m = _LINE.match(line)
+        if not m:
+            raise ValueError(f"step {n}: cannot read {line!r}; expected 'q0 trigger k=v ...'")
+        want = SystemTraceStep(m["who"], m["trigger"], tuple(sorted(
+            (k, _parse(v)) for k, v in (kv.split("=", 1) for kv in m["rest"].split()))))
+        for step in system.enabled(cfg):
+            if label(step) == want:
+                cfg = step.after
+                out.append(cfg)
+                break
+        else:
+            raise ValueError(f"step {n} ({line.strip()}) is not enabled here")
+    return out
+
+
+def _parse(x: str) -> Value:
+    if x in ("True", "False"):
+        return x == "True"
+    if re.fullmatch(r"-?\d+", x):
+        return int(x)
+    return x

@@ -1,0 +1,374 @@
+"""Systems: instances of a declared machine that really share state, as data.
+
+A :class:`Protocol` describes one instance (one query, one approved call). A
+:class:`System` composes ``instances`` copies of one machine with what they
+share, declared as data and validated when built:
+
+* ``shared``: variables of the machine held once for the whole system (the
+  task's condition version is one number, whichever query reads it). A step
+  of one instance that writes a shared variable changes it for all of them.
+* ``variables``: variables of the system alone (the session's unattributed
+  message, the stock orders draw from), changed by the system's own
+  ``transitions`` (``SharedTransition``: guards and an effect over the
+  system's variables, no control state) or by ``refinements``.
+* ``sync``: triggers of the machine that fire on several instances at once:
+  one step takes the trigger on every instance where it is enabled (a worker
+  process dying drops every lease it holds; one condition update invalidates
+  every pending draft of the task). All participants see the same shared
+  values before the step and must agree on what they write; a disagreement
+  is a :class:`DeclarationError` the explorer reports at once. A sync step is
+  not taken at all where a *model bound* (``Guard.bound``) alone would make
+  it skip an instance it concerns, so bounds never fake a partial crash.
+* ``bind``: a parameter of the machine whose value the system's state decides
+  instead of the environment (the confirm call's ``message`` is the session's
+  real attribution state, not a free choice).
+* ``refinements``: extra guards and effects, over the system's variables, on
+  one machine trigger (an order's commit needs stock and takes one).
+* ``invariants``: predicates over the whole configuration (all instances).
+* ``symmetric`` and ``worker``: instances are interchangeable, and so are the
+  values of the ``worker`` parameter, which indexes the machine's per-worker
+  tuple variable; the explorer reduces by both (``conformance._system``).
+
+A configuration is a :class:`SystemConfig`: one machine :class:`Config` per
+instance, whose shared variables always hold the same values, plus the
+system's own variables. :meth:`System.enabled` is the successor function
+every view of a system shares, exactly as ``Protocol.enabled`` is for one
+machine; the machine's own guards, effects, priorities, invariants and step
+properties are used unchanged, so a machine keeps its meaning inside a system.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ._core import (
+    NO_EFFECT,
+    NO_PARAMS,
+    Config,
+    DeclarationError,
+    Effect,
+    Guard,
+    ModelError,
+    Param,
+    Params,
+    Protocol,
+    Step,
+    Transition,
+    Value,
+    Variable,
+    Vars,
+    check_rules,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedTransition:
+    """A step of the system itself over its own variables (no instance moves)."""
+
+    trigger: str
+    meaning: str
+    rules: tuple[str, ...]
+    guards: tuple[Guard, ...] = ()
+    effect: Effect = NO_EFFECT
+    actor: str = "user"
+    params: tuple[Param, ...] = ()
+    observed_as: str | None = ""
+
+    def param_choices(self) -> Iterator[Params]:
+        names = [p.name for p in self.params]
+        for values in itertools.product(*(p.domain for p in self.params)):
+            yield MappingProxyType(dict(zip(names, values, strict=True)))
+
+
+@dataclass(frozen=True, slots=True)
+class Refinement:
+    """Extra guards and an effect over the system's variables on one machine trigger."""
+
+    trigger: str
+    rules: tuple[str, ...]
+    guards: tuple[Guard, ...] = ()
+    effect: Effect = NO_EFFECT
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """A machine parameter whose value the system's variables decide."""
+
+    param: str
+    text: str
+    fn: Callable[[Vars], Value]
+    reads: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInvariant:
+    """A predicate over every instance at once (``states``, ``views``) and the system's variables."""
+
+    name: str
+    text: str
+    rules: tuple[str, ...]
+    fn: Callable[[tuple[str, ...], tuple[Vars, ...], Vars], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemConfig:
+    instances: tuple[Config, ...]
+    shared: tuple[Value, ...]  # the system's own variables, in declaration order
+
+
+@dataclass(frozen=True, slots=True)
+class SystemStep:
+    """One step of a system: ``moves`` lists (instance, machine step) for every instance that
+    moved (one for a local step, several for a sync step, none for a shared transition)."""
+
+    trigger: str
+    params: Params
+    moves: tuple[tuple[int, Step], ...]
+    shared: SharedTransition | None
+    after: SystemConfig
+
+    @property
+    def sync(self) -> bool:
+        return self.shared is None and len(self.moves) != 1
+
+    @property
+    def instance(self) -> int | None:
+        return self.moves[0][0] if len(self.moves) == 1 and self.shared is None else None
+
+
+@dataclass(frozen=True)
+class System:
+    """A declared system. Built once; validated in ``__post_init__``."""
+
+    name: str
+    meaning: str
+    machine: Protocol
+    instances: int
+    shared: tuple[str, ...] = ()
+    variables: tuple[Variable, ...] = ()
+    transitions: tuple[SharedTransition, ...] = ()
+    sync: tuple[str, ...] = ()
+    bind: tuple[Binding, ...] = ()
+    refinements: tuple[Refinement, ...] = ()
+    invariants: tuple[SystemInvariant, ...] = ()
+    symmetric: bool = True
+    worker: tuple[str, str] | None = None  # (parameter, per-worker tuple variable)
+    _shared_idx: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _vidx: dict[str, int] = field(init=False, repr=False, compare=False)
+    _refine: dict[str, Refinement] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        m = self.machine
+        index = {n: i for i, n in enumerate(m.variable_names)}
+        object.__setattr__(self, "_shared_idx", tuple(index[n] for n in self.shared if n in index))
+        object.__setattr__(self, "_vidx", {v.name: i for i, v in enumerate(self.variables)})
+        object.__setattr__(self, "_refine", {r.trigger: r for r in self.refinements})
+        _validate(self)
+
+    # -- lookups -----------------------------------------------------------------
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variables)
+
+    def shared_view(self, config: SystemConfig) -> Vars:
+        return dict(zip(self._vidx, config.shared, strict=True))
+
+    def initial_config(self) -> SystemConfig:
+        c = self.machine.initial_config()
+        return SystemConfig((c,) * self.instances, tuple(v.initial for v in self.variables))
+
+    def rules(self) -> tuple[str, ...]:
+        cited = {r for t in self.transitions for r in t.rules} | {
+            r for x in self.refinements for r in x.rules} | {r for i in self.invariants for r in i.rules}
+        return tuple(sorted(cited | set(self.machine.rules())))
+
+    def terminal(self, config: SystemConfig) -> bool:
+        term = self.machine.terminal_states
+        return all(c.state in term for c in config.instances)
+
+    def broken_invariants(self, config: SystemConfig) -> tuple[SystemInvariant, ...]:
+        if not self.invariants:
+            return ()
+        states = tuple(c.state for c in config.instances)
+        views = tuple(self.machine.view(c) for c in config.instances)
+        sv = self.shared_view(config)
+        return tuple(i for i in self.invariants if not i.fn(states, views, sv))
+
+    # -- the successor function ----------------------------------------------------
+    def enabled(self, config: SystemConfig, local: Callable[[Config], tuple[Step, ...]] | None = None
+                ) -> Iterator[SystemStep]:
+        """Every step the configuration allows. ``local`` may memoise ``machine.enabled``."""
+        steps_of = local or (lambda c: tuple(self.machine.enabled(c)))
+        sv = self.shared_view(config)
+        bound = {b.param: b.fn(sv) for b in self.bind}
+        per: list[tuple[Step, ...]] = []
+        for c in config.instances:
+            per.append(tuple(s for s in steps_of(c) if _fits(s.params, bound)))
+        for i, steps in enumerate(per):
+            for s in steps:
+                if s.transition.trigger in self.sync:
+                    continue
+                after = self._apply(config, ((i, s),), sv, s.transition.trigger, s.params)
+                if after is not None:
+                    yield SystemStep(s.transition.trigger, s.params, ((i, s),), None, after)
+        yield from self._sync_steps(config, per, sv, bound)
+        for t in self.transitions:
+            for p in t.param_choices():
+                if all(g.fn(sv, p) for g in t.guards):
+                    shared = _replace(config.shared, self._vidx, t.effect(sv, p))
+                    yield SystemStep(t.trigger, p, (), t,
+                                     SystemConfig(config.instances, shared))
+
+    def _sync_steps(self, config: SystemConfig, per: list[tuple[Step, ...]], sv: Vars,
+                    bound: Mapping[str, Value]) -> Iterator[SystemStep]:
+        for trigger in self.sync:
+            keys: dict[tuple[tuple[str, Value], ...], Params] = {}
+            for steps in per:
+                for s in steps:
+                    if s.transition.trigger == trigger:
+                        keys.setdefault(tuple(sorted(s.params.items())), s.params)
+            for _key, params in sorted(keys.items(), key=lambda kv: repr(kv[0])):
+                moves = tuple((i, s) for i, steps in enumerate(per) for s in steps
+                              if s.transition.trigger == trigger and s.params == params)
+                if any(self._held_back(c, trigger, params)
+                       for i, c in enumerate(config.instances) if all(j != i for j, _ in moves)):
+                    continue
+                after = self._apply(config, moves, sv, trigger, params)
+                if after is not None:
+                    yield SystemStep(trigger, params, moves, None, after)
+
+    def _held_back(self, c: Config, trigger: str, params: Params) -> bool:
+        """True when only a model bound keeps ``trigger`` from concerning this instance."""
+        v = self.machine.view(c)
+        for t in self.machine.transitions_from(c.state):
+            if t.trigger != trigger or {p.name for p in t.params} != set(params):
+                continue
+            if all(g.bound or g.fn(v, params) for g in t.guards) and any(g.bound for g in t.guards):
+                return True
+        return False
+
+    def _apply(self, config: SystemConfig, moves: tuple[tuple[int, Step], ...], sv: Vars,
+               trigger: str, params: Params) -> SystemConfig | None:
+        ref = self._refine.get(trigger)
+        shared = config.shared
+        if ref is not None:
+            if not all(g.fn(sv, params) for g in ref.guards):
+                return None
+            # A refinement's effect is applied once per step, whatever the number of movers.
+            shared = _replace(shared, self._vidx, ref.effect(sv, params))
+        instances = list(config.instances)
+        written: tuple[Value, ...] | None = None
+        for i, s in moves:
+            mine = tuple(s.after.values[k] for k in self._shared_idx)
+            before = tuple(config.instances[i].values[k] for k in self._shared_idx)
+            if mine != before:
+                if written is not None and written != mine:
+                    raise DeclarationError(
+                        f"{self.name}: sync step {trigger!r} writes the shared variables "
+                        f"{list(self.shared)} differently on two instances ({written} vs {mine}); "
+                        "make the effects agree")
+                written = mine
+            instances[i] = s.after
+        if written is not None:
+            for j, c in enumerate(instances):
+                values = list(c.values)
+                for k, x in zip(self._shared_idx, written, strict=True):
+                    values[k] = x
+                instances[j] = Config(c.state, tuple(values))
+        return SystemConfig(tuple(instances), shared)
+
+
+def _fits(params: Params, bound: Mapping[str, Value]) -> bool:
+    return all(not (name in params and params[name] != value) for name, value in bound.items())
+
+
+def _replace(values: tuple[Value, ...], index: Mapping[str, int],
+             updates: Mapping[str, Value]) -> tuple[Value, ...]:
+    if not updates:
+        return values
+    out = list(values)
+    for name, x in updates.items():
+        out[index[name]] = x
+    return tuple(out)
+
+
+def _validate(s: System) -> None:
+    m = s.machine
+    names = set(m.variable_names)
+    triggers = set(m.triggers())
+    own = [v.name for v in s.variables]
+    if s.instances < 1:
+        raise DeclarationError(f"{s.name}: a system needs at least one instance, got {s.instances}")
+    for n in s.shared:
+        if n not in names:
+            raise DeclarationError(f"{s.name}: shared variable {n!r} is not a variable of "
+                                   f"{m.name}; declare it there or in the system's variables")
+    clash = sorted(set(own) & names)
+    if clash or len(own) != len(set(own)):
+        raise DeclarationError(f"{s.name}: system variables clash or repeat: {clash or own}")
+    for v in s.variables:
+        if not v.domain or v.initial not in v.domain:
+            raise DeclarationError(f"{s.name}: system variable {v.name!r} starts at {v.initial!r}, "
+                                   f"outside its domain {list(v.domain)}")
+    for t in s.sync:
+        if t not in triggers:
+            raise DeclarationError(f"{s.name}: sync trigger {t!r} is not a trigger of {m.name}")
+    params = {p.name for t in m.transitions for p in t.params}
+    for b in s.bind:
+        if b.param not in params:
+            raise DeclarationError(f"{s.name}: bound parameter {b.param!r} is no parameter of {m.name}")
+        _reads_own(s, f"binding of {b.param!r}", b.reads, set(own))
+    for r in s.refinements:
+        if r.trigger not in triggers:
+            raise DeclarationError(f"{s.name}: refinement of unknown trigger {r.trigger!r}")
+        check_rules(r.rules, f"{s.name}: refinement of {r.trigger!r}")
+        for g in r.guards:
+            _reads_own(s, f"refinement guard {g.name!r}", g.reads,
+                       set(own) | {p.name for t in m.transitions if t.trigger == r.trigger
+                                   for p in t.params})
+    for t2 in s.transitions:
+        check_rules(t2.rules, f"{s.name}: transition {t2.trigger!r}")
+        if t2.trigger in triggers:
+            raise DeclarationError(f"{s.name}: system transition {t2.trigger!r} shadows a trigger "
+                                   f"of {m.name}; rename it")
+        for g in t2.guards:
+            _reads_own(s, f"guard {g.name!r} of {t2.trigger!r}", g.reads,
+                       set(own) | {p.name for p in t2.params})
+    for i in s.invariants:
+        check_rules(i.rules, f"{s.name}: invariant {i.name!r}")
+    if s.worker is not None:
+        param, var = s.worker
+        if param not in params or var not in names:
+            raise DeclarationError(f"{s.name}: worker symmetry names parameter {param!r} and "
+                                   f"variable {var!r}; both must be declared by {m.name}")
+    # The step function must run from the initial configuration (catches a broken binding).
+    try:
+        for _ in s.enabled(s.initial_config()):
+            pass
+    except (KeyError, TypeError) as e:
+        raise DeclarationError(f"{s.name}: the system's guards or effects fail on the initial "
+                               f"configuration: {e!r}") from e
+
+
+def _reads_own(s: System, what: str, reads: tuple[str, ...], allowed: set[str]) -> None:
+    unknown = sorted(set(reads) - allowed)
+    if unknown:
+        raise DeclarationError(f"{s.name}: {what} reads {unknown}, which the system does not "
+                               f"declare; it may read {sorted(allowed)}")
+
+
+__all__ = [
+    "NO_PARAMS",
+    "Binding",
+    "ModelError",
+    "Refinement",
+    "SharedTransition",
+    "System",
+    "SystemConfig",
+    "SystemInvariant",
+    "SystemStep",
+    "Transition",
+]

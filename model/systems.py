@@ -1,0 +1,123 @@
+"""The declared systems: queries of one task, approved calls of one session.
+
+Theory of operation
+-------------------
+The machines in ``query`` and ``approval`` each describe one instance. The
+hazards the seeds warn about sit *between* instances, so each system below
+says, as data, what its instances really share (see ``_system``):
+
+Query system (one task, N queries, W worker processes; rules T1, T2, Q9,
+Q10, Q11, Q13, Q23, Q24):
+
+* The task's condition version (``task_version``) and its clarification
+  state (``clarifying``) are one value for the whole task. A late result is
+  judged against the task's *current* version, which another query's update
+  may have moved (Q23, Q24).
+* ``condition_updated`` is synchronised: one update moves the version once
+  and invalidates every pending draft of the task in the same step, while
+  queries already authorized keep their authorized version (T1, T2, Q23).
+* ``crash`` is synchronised: a worker process that dies drops every lease it
+  holds, on every query at once (Q11, Q13).
+* The session's newest message (``message``) is received and attributed by
+  the system itself; the confirm call's ``message`` parameter is bound to it,
+  so an unattributed message blocks the first confirmation of any draft of
+  the session (Q9, Q10).
+* Queries are interchangeable, and so are worker processes (the ``worker``
+  parameter indexes ``held``): the explorer reduces by both.
+
+Bounds are smaller than the single machine's (2 lease epochs, 2 condition
+versions), because the space grows as a product; the single machine keeps the
+larger bounds and is explored too.
+
+Approval system (M calls of one session; rule W6):
+
+* The calls draw on one ``stock``: an order's ``commit`` needs a unit and
+  takes it, atomically with the business commit (the business store checks
+  stock in the commit's transaction). The system invariant ``no_oversell``
+  says that no more units are committed than there were.
+
+A8 (one session's create, approve, resume and cancel exclude each other) is a
+property of non-atomic operations; every step here is atomic, so it holds by
+construction in the model and is checked against the implementation's session
+lock by tests, not by this declaration.
+"""
+
+from __future__ import annotations
+
+from ._core import Effect, Guard, Variable, Vars
+from ._system import Binding, Refinement, SharedTransition, System, SystemInvariant
+from .approval import APPROVAL
+from .query import build_query_machine
+
+MESSAGE_STATES = ("attributed", "pending")
+
+
+def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,
+                       max_task_version: int = 2) -> System:
+    """One task with ``queries`` queries and ``workers`` worker processes."""
+    machine = build_query_machine(workers=workers, max_epoch=max_epoch,
+                                  max_task_version=max_task_version)
+    pending = Guard("message_pending", "the session's newest message is not yet attributed",
+                    lambda v, p: v["message"] == "pending", reads=("message",))
+    attributed = Guard("message_attributed", "the session's newest message is attributed",
+                       lambda v, p: v["message"] == "attributed", reads=("message",))
+    return System(
+        name="query_system",
+        meaning=(f"one task of one session: {queries} queries, {workers} worker "
+                 f"process{'es' if workers != 1 else ''}"),
+        machine=machine,
+        instances=queries,
+        shared=("task_version", "clarifying"),
+        variables=(Variable("message", MESSAGE_STATES, "attributed",
+                            "the session's newest message: attributed to a task, or still pending "
+                            "(Q9, Q10)"),),
+        transitions=(
+            SharedTransition("message_received", "a new user message arrives; its task is "
+                             "not yet decided", ("Q9", "Q10"), guards=(attributed,),
+                             effect=Effect("message := pending", lambda v, p: {"message": "pending"}),
+                             actor="user"),
+            SharedTransition("message_attributed", "the message is attributed to a task",
+                             ("Q10",), guards=(pending,),
+                             effect=Effect("message := attributed",
+                                           lambda v, p: {"message": "attributed"}),
+                             actor="worker"),
+        ),
+        sync=("condition_updated", "crash"),
+        bind=(Binding("message", "the session's message state", lambda v: v["message"],
+                      reads=("message",)),),
+        worker=("worker", "held"),
+    )
+
+
+def build_approval_system(calls: int = 2, stock: int = 1) -> System:
+    """``calls`` order calls of one session drawing on ``stock`` units."""
+    units = tuple(range(stock + 1))
+
+    def no_oversell(states: tuple[str, ...], views: tuple[Vars, ...], v: Vars) -> bool:
+        committed: int = sum(x["commits"] for x in views)
+        return committed <= stock
+
+    return System(
+        name="approval_system",
+        meaning=(f"one session: {calls} order calls drawing on {stock} "
+                 f"unit{'s' if stock != 1 else ''} of stock"),
+        machine=APPROVAL,
+        instances=calls,
+        variables=(Variable("stock", units, stock, "units left to sell (W6)"),),
+        refinements=(Refinement(
+            "commit", ("W6",),
+            guards=(Guard("in_stock", "stock > 0", lambda v, p: v["stock"] > 0, reads=("stock",)),),
+            effect=Effect("stock -= 1", lambda v, p: {"stock": v["stock"] - 1})),),
+        invariants=(SystemInvariant(
+            "no_oversell", "the orders' business commits never exceed the stock there was",
+            ("W6",), no_oversell),),
+    )
+
+
+# The sizes ``settled verify`` explores: two queries and one worker process (whose death
+# drops both leases) take about 40 s; ``settled bench`` explores two processes as well.
+QUERY_SYSTEM = build_query_system(queries=2, workers=1)
+APPROVAL_SYSTEM = build_approval_system()
+
+# Every declared system, by the name the command line uses.
+SYSTEMS: dict[str, System] = {"query": QUERY_SYSTEM, "approval": APPROVAL_SYSTEM}

@@ -1,0 +1,153 @@
+"""Systems: instances that share state, explored as one space, reduced by symmetry."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from settled.conformance._system import explore_system, replay_system
+from settled.model import DeclarationError, Invariant
+from settled.model._system import Refinement, System
+from settled.model.query import QueryState
+from settled.model.systems import build_approval_system, build_query_system
+
+
+def _with_old_invariant(system: System) -> System:
+    """The query system, with Q24 stated the old way: as an invariant of every state."""
+    old = Invariant("late_result_keeps_out_as_invariant",
+                    "an outcome that moved the phase is at the task's current version",
+                    ("Q24",), lambda s, v: not v["phase_moved"]
+                    or (v["authorized_version"] == v["task_version"] and not v["clarifying"]))
+    machine = dataclasses.replace(system.machine, invariants=(*system.machine.invariants, old))
+    return dataclasses.replace(system, machine=machine)
+
+
+@pytest.fixture(scope="module")
+def one_worker() -> System:
+    return build_query_system(queries=2, workers=1)
+
+
+@pytest.mark.rule("Q24")
+def test_a_shared_version_breaks_the_old_invariant_in_six_steps_and_keeps_the_step_property() -> None:
+    """Query 1 fails at version 1 (moving the phase), then a condition update on query 0,
+    still a draft, moves the shared version to 2: nothing unsafe happened, but the
+    invariant form of Q24 no longer holds. The step form does."""
+    system = _with_old_invariant(build_query_system(queries=2, workers=1))
+    result = explore_system(system, max_states=60_000)
+    names = {(f.kind, f.name): f for f in result.findings}
+    old = names[("invariant", "late_result_keeps_out_as_invariant")]
+    assert old.counterexample is not None and len(old.counterexample) == 6
+    assert ("step_property", "late_result_keeps_out") not in names
+    assert old.counterexample.steps[-1].trigger == "condition_updated"
+    final = old.counterexample.configs[-1]
+    assert sorted(c.state for c in final.instances) == [QueryState.FAILED, QueryState.INVALIDATED]
+    # The counterexample is replayable as printed.
+    replayed = replay_system(system, old.counterexample.steps_text())
+    assert replayed[-1] == final
+
+
+@pytest.mark.slow
+@pytest.mark.rule("Q24")
+@pytest.mark.rule("T2")
+@pytest.mark.rule("Q11")
+def test_the_query_system_with_shared_state_has_no_findings(one_worker: System) -> None:
+    result = explore_system(one_worker)
+    assert result.complete and result.findings == []
+    assert result.independent_product is False
+    assert result.states < result.states_unreduced
+
+
+@pytest.mark.rule("Q11")
+@pytest.mark.rule("Q13")
+def test_a_worker_process_crash_drops_its_leases_on_both_queries_in_one_step() -> None:
+    system = build_query_system(queries=2, workers=2)
+    steps = "\n".join([
+        "q0 check_passed", "q1 check_passed",
+        *(f"{q} confirm condition_version=current draft_version=current message=attributed "
+          "quote=whole" for q in ("q0", "q1")),
+        "q0 claim worker=0", "q1 claim worker=0", "q0 begin_submit worker=0",
+        "all crash worker=0",
+    ])
+    configs = replay_system(system, steps)
+    before, after = configs[-2], configs[-1]
+    assert [c.values[system.machine.variable_names.index("held")] for c in before.instances] == [
+        (1, 0), (1, 0)]
+    assert [c.values[system.machine.variable_names.index("held")] for c in after.instances] == [
+        (0, 0), (0, 0)]
+    # A crash on one query alone is not a step of the system.
+    with pytest.raises(ValueError, match="not enabled"):
+        replay_system(system, steps.replace("all crash", "q0 crash"))
+
+
+@pytest.mark.rule("T2")
+def test_one_condition_update_invalidates_every_pending_draft_of_the_task() -> None:
+    system = build_query_system(queries=2, workers=1)
+    configs = replay_system(system, "q0 check_passed\nall condition_updated")
+    assert {c.state for c in configs[-1].instances} == {QueryState.INVALIDATED}
+    version = system.machine.variable_names.index("task_version")
+    assert {c.values[version] for c in configs[-1].instances} == {2}
+
+
+@pytest.mark.rule("Q9")
+@pytest.mark.rule("Q10")
+def test_a_pending_message_of_the_session_blocks_the_first_confirmation_of_any_draft() -> None:
+    system = build_query_system(queries=2, workers=1)
+    confirm = ("q1 confirm condition_version=current draft_version=current message={m} "
+               "quote=whole")
+    with pytest.raises(ValueError, match="not enabled"):
+        replay_system(system, "q1 check_passed\nsystem message_received\n"
+                      + confirm.format(m="pending"))
+    configs = replay_system(system, "q1 check_passed\nsystem message_received\n"
+                            "system message_attributed\n" + confirm.format(m="attributed"))
+    assert configs[-1].instances[1].state == QueryState.QUEUED
+
+
+@pytest.mark.slow
+def test_symmetry_reduction_gives_the_same_verdicts_and_shortest_lengths_as_the_full_search() -> None:
+    system = _with_old_invariant(build_query_system(queries=2, workers=2, max_epoch=1,
+                                                    max_task_version=2))
+    reduced = explore_system(system)
+    full = explore_system(system, symmetry=False)
+    assert reduced.complete and full.complete
+    assert reduced.states < full.states == reduced.states_unreduced
+    assert ({(f.kind, f.name): len(f.counterexample or ()) for f in reduced.findings}
+            == {(f.kind, f.name): len(f.counterexample or ()) for f in full.findings})
+    assert reduced.findings  # the old invariant breaks, so the comparison is not vacuous
+
+
+@pytest.mark.rule("W6")
+def test_two_orders_on_one_unit_never_oversell_and_do_without_the_stock_check() -> None:
+    system = build_approval_system(calls=2, stock=1)
+    result = explore_system(system)
+    assert result.complete and result.findings == []
+    # The stock check removed: the commit still takes a unit, but does not ask for one.
+    take = system.refinements[0].effect
+    unchecked = dataclasses.replace(system, refinements=(Refinement("commit", ("W6",), effect=take),))
+    broken = explore_system(unchecked)
+    names = {(f.kind, f.name): f for f in broken.findings}
+    oversell = names[("system_invariant", "no_oversell")]
+    assert oversell.counterexample is not None
+    assert [s.trigger for s in oversell.counterexample.steps].count("commit") == 2
+    assert ("domain", "stock") in names  # and the stock went below zero
+
+
+def test_symmetry_keeps_verdicts_and_lengths_on_the_approval_system_without_its_stock_check() -> None:
+    system = build_approval_system(calls=2, stock=1)
+    unchecked = dataclasses.replace(system, refinements=(Refinement("commit", ("W6",)),))
+    reduced, full = explore_system(unchecked), explore_system(unchecked, symmetry=False)
+    assert reduced.states < full.states == reduced.states_unreduced
+    assert ({(f.kind, f.name): len(f.counterexample or ()) for f in reduced.findings}
+            == {(f.kind, f.name): len(f.counterexample or ()) for f in full.findings})
+    assert reduced.findings
+
+
+def test_a_system_is_validated_when_built() -> None:
+    machine = build_query_system().machine
+    with pytest.raises(DeclarationError, match="shared variable 'nope'"):
+        System("s", "x", machine, 2, shared=("nope",))
+    with pytest.raises(DeclarationError, match="sync trigger 'fly'"):
+        System("s", "x", machine, 2, sync=("fly",))
+    with pytest.raises(DeclarationError, match="at least one instance"):
+        System("s", "x", machine, 0)
+    with pytest.raises(DeclarationError, match="refinement of unknown trigger"):
+        System("s", "x", machine, 2, refinements=(Refinement("fly", ("Q1",)),))
