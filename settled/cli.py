@@ -1,34 +1,79 @@
 """The ``settled`` command line.
 
 Each command lives in a small module (``settled/_cmd_*.py``) that exposes
-``register(app)``; this file only assembles them. Exit codes: 0 everything
-held, 1 a check found a problem (stale file, violation, failed run), 2 the
-input could not be read or the call was malformed.
+``register(app)``; this file only assembles them, and imports a command's
+module only when that command runs: the explorer, Hypothesis and networkx
+are not loaded to print ``settled --help`` or ``settled --version``.
+
+Exit codes, for every command: 0 everything held; 1 a check found a problem
+(stale or missing file, violation, failed run); 2 the input could not be read
+or the call was malformed (a bad option, a missing or unwritable path);
+3 the work stopped before it was complete (``explore --max-states``) or an
+internal error (``check``), said in one line.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
+
+from settled import __version__
 
 app = typer.Typer(
     name="settled", no_args_is_help=True, add_completion=False,
     help="Specify, implement and check protocols that stay responsible for a side effect "
          "after 'I did not get an answer'.")
 
-COMMAND_MODULES = ("_cmd_views", "_cmd_trace", "_cmd_explore", "_cmd_verify", "_cmd_demo",
-                   "_cmd_bench", "_cmd_mutants")
-OPTIONAL_COMMAND_MODULES: tuple[str, ...] = ()
+# name -> (module, one-line help shown by `settled --help`). The full help of a command comes
+# from its module, which is imported only when the command is named.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "verify": ("_cmd_verify", "Static checks, exhaustive exploration, lockstep campaign, "
+                              "trace check and drift check."),
+    "explore": ("_cmd_explore", "Explore every reachable state of a machine or a system."),
+    "check": ("_cmd_trace", "Replay a recorded trace through the model."),
+    "export-trace": ("_cmd_trace", "Write an implementation's event log as settled.trace/1."),
+    "mutants": ("_cmd_mutants", "Run the bug catalogue against the lockstep kit."),
+    "demo": ("_cmd_demo", "Tell each source system's story on real files."),
+    "bench": ("_cmd_bench", "Measure every part side by side in one run."),
+    "diagrams": ("_cmd_views", "Write diagrams/<machine>.dot, .svg and .mmd from the tables."),
+    "spec": ("_cmd_views", "Write diagrams/SPEC.md from the tables."),
+}
 
 
-def _load() -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"settled.{name}").register(app)
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"settled {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                       help="Print the version and exit.")) -> None:
+    """Specify, implement and check protocols that stay responsible for a side effect
+    after 'I did not get an answer'."""
+
+
+def _stub(name: str, text: str) -> None:
+    """A placeholder that lists ``name`` in ``settled --help`` without importing it."""
+    def command() -> None:  # pragma: no cover - never invoked: a named command loads the real one
+        raise typer.Exit(3)
+    command.__doc__ = text
+    app.command(name, help=text)(command)
+
+
+def _load(argv: list[str]) -> None:
+    named = next((a for a in argv if not a.startswith("-")), None)
+    if named in COMMANDS:
+        importlib.import_module(f"settled.{COMMANDS[named][0]}").register(app)
+        return
+    for name, (_module, text) in COMMANDS.items():
+        _stub(name, text)
 
 
 def main() -> None:
-    _load()
+    _load(sys.argv[1:])
     app()
 
 

@@ -148,7 +148,7 @@ def test_write_trace_stops_after_whole_instances_and_checks_clean(tmp_path: Path
 
 
 # --------------------------------------------------------------------------- through settled
-wired = pytest.mark.skipif("_cmd_bench" not in cli.COMMAND_MODULES,
+wired = pytest.mark.skipif("bench" not in cli.COMMANDS,
                            reason="settled/cli.py does not load _cmd_bench yet")
 
 
