@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from settled._paths import OutputPathError, writable_dir, writable_file
 from settled.conformance._explore import ExploreResult, explore
 from settled.conformance._itf import write_itf
 from settled.conformance._system import explore_system
@@ -65,8 +66,12 @@ def report_text(result: ExploreResult) -> None:
         out.print(f"[bold]{f.kind}[/bold] {f.name} ({rules}): {f.text}")
         if f.counterexample is not None:
             out.print(f.counterexample.steps_text())
-    out.print("no violations, deadlocks, traps, unreached states or unfired transitions"
-              if result.ok else f"{len(result.findings)} finding(s)")
+    if not result.complete:
+        out.print(f"INCOMPLETE: stopped at {result.states:,} states (--max-states); the rest of "
+                  "the space was not explored")
+    else:
+        out.print("no violations, deadlocks, traps, unreached states or unfired transitions"
+                  if result.ok else f"{len(result.findings)} finding(s)")
 
 
 def explore_command(
@@ -85,6 +90,8 @@ def explore_command(
     task's version, the session and the worker processes (query) or the stock (approval),
     and the search is reduced by symmetry; the report gives both the reduced and the
     unreduced state counts."""
+    _check_bounds(queries, workers)
+    _check_outputs(itf, graph)
     if queries > 1:
         _explore_system(model, queries, workers, as_json, itf, graph, max_states)
         return
@@ -99,7 +106,46 @@ def explore_command(
         print(json.dumps(result.to_json(), sort_keys=True, default=str))
     else:
         report_text(result)
-    raise typer.Exit(0 if result.ok and result.complete else 1)
+    raise typer.Exit(exit_code(bool(result.findings), result.complete))
+
+
+# The reachable space grows about as a product in the number of queries (each adds a copy of
+# a machine of thousands of configurations) and of workers; past these it no longer fits in
+# memory on a laptop, so they are refused up front rather than discovered by the OOM killer.
+MAX_QUERIES = 3
+MAX_WORKERS = 4
+INCOMPLETE = 3
+
+
+def exit_code(found: bool, complete: bool) -> int:
+    """1 a finding (even in part of the space), else 3 stopped before the whole space was
+    seen, else 0."""
+    if found:
+        return 1
+    return 0 if complete else INCOMPLETE
+
+
+def _check_bounds(queries: int, workers: int | None) -> None:
+    if queries > MAX_QUERIES:
+        err.print(f"--queries {queries} is over the maximum {MAX_QUERIES}: each query multiplies "
+                  "the space by thousands of states (two queries with two workers are already "
+                  "about 2.7 million states and 1 GB); use at most 3")
+        raise typer.Exit(2)
+    if workers is not None and workers > MAX_WORKERS:
+        err.print(f"--workers {workers} is over the maximum {MAX_WORKERS}: each worker multiplies "
+                  "the lease space; use at most 4")
+        raise typer.Exit(2)
+
+
+def _check_outputs(itf: Path | None, graph: Path | None) -> None:
+    try:
+        if itf is not None:
+            writable_dir(itf)
+        if graph is not None:
+            writable_file(graph)
+    except OutputPathError as e:
+        err.print(str(e))
+        raise typer.Exit(2) from None
 
 
 def _explore_system(model: str, queries: int, workers: int | None, as_json: bool,
@@ -140,7 +186,7 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
         else:
             out.print("no violations, deadlocks, traps, unreached states or unfired transitions"
                       if result.ok else f"{len(result.findings)} finding(s)")
-    raise typer.Exit(0 if result.ok else 1)
+    raise typer.Exit(exit_code(bool(result.findings), result.complete))
 
 
 def register(app: typer.Typer) -> None:

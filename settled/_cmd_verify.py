@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from settled import _diagrams
 from settled._verify import SEED, verify
 from settled.conformance._profiles import PROFILES
 
@@ -34,7 +36,8 @@ def summary(result: dict[str, Any]) -> Table:
             f"{ls.get('seconds', 0)}s",
             f"{_mark(tc['ok'])} {tc['events']:,} events", _mark(m["ok"]))
     views = result["views"]
-    table.add_row("views", "", "", "", "", "", _mark(views["ok"]))
+    table.add_row("views", "", "", "", "", "",
+                  "skipped" if views.get("skipped") else _mark(views["ok"]))
     return table
 
 
@@ -62,8 +65,11 @@ def details(result: dict[str, Any]) -> None:
         if ls.get("unfired_transitions"):
             err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
     for name in result["views"].get("stale", []):
-        err.print(f"stale diagrams/{name}: run 'settled verify --write' (or settled diagrams / "
+        what = "stale" if (Path(result.get("root", ".")) / "diagrams" / name).exists() else "missing"
+        err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled diagrams / "
                   "settled spec) and commit it")
+    if result["views"].get("skipped"):
+        err.print(f"views: skipped: {result['views']['skipped']}")
 
 
 def verify_command(
@@ -78,8 +84,14 @@ def verify_command(
     if profile not in PROFILES:
         err.print(f"unknown profile {profile!r}; choose one of {sorted(PROFILES)}")
         raise typer.Exit(2)
+    if write:
+        _check_writable(root / "diagrams")
     say = (lambda line: None) if as_json else (lambda line: err.print(f"… {line}"))
-    result = verify(root, write=write, profile_name=profile, seed=seed, say=say)
+    try:
+        result = verify(root, write=write, profile_name=profile, seed=seed, say=say)
+    except _diagrams.OutputError as e:
+        err.print(str(e))
+        raise typer.Exit(2) from None
     if as_json:
         print(json.dumps(result, sort_keys=True))
     else:
@@ -88,6 +100,17 @@ def verify_command(
         Console(highlight=False).print(f"{'OK' if result['ok'] else 'FAILED'} in "
                                        f"{result['seconds']}s")
     raise typer.Exit(0 if result["ok"] else 1)
+
+
+def _check_writable(directory: Path) -> None:
+    """--write must be able to write its files; say so before a minute of work, not after."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".settled-write-check-"):
+            pass
+    except OSError as e:
+        err.print(f"cannot write into {directory}: {e.strerror or e}; choose a writable --root")
+        raise typer.Exit(2) from None
 
 
 def register(app: typer.Typer) -> None:

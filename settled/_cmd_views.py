@@ -15,6 +15,7 @@ from settled.model.systems import SYSTEMS
 Check = Annotated[bool, typer.Option("--check", help="Only compare; exit 1 naming each stale file.")]
 Root = Annotated[Path, typer.Option("--root", help="Project folder holding diagrams/ and tests/.")]
 
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 console = Console(stderr=True, soft_wrap=True)
 
 
@@ -33,7 +34,8 @@ def spec_files(root: Path) -> dict[str, bytes]:
 def report(stale: list[str], check: bool, directory: Path) -> None:
     if check and stale:
         for name in stale:
-            console.print(f"[red]stale[/red] {directory / name}: regenerate it with the command "
+            what = "stale" if (directory / name).exists() else "missing"
+            console.print(f"[red]{what}[/red] {directory / name}: regenerate it with the command "
                           "without --check and commit it")
         raise typer.Exit(1)
     verb = "checked" if check else "wrote"
@@ -41,16 +43,37 @@ def report(stale: list[str], check: bool, directory: Path) -> None:
     console.print(f"{verb} {directory}{changed}")
 
 
+def _refuse_check_outside_project(check: bool, root: Path) -> None:
+    if check and not _diagrams.is_project(root):
+        err.print(f"{root.resolve()} is not a settled checkout (no model/ and pyproject.toml "
+                  "here): there are no committed diagrams to check; pass --root CHECKOUT")
+        raise typer.Exit(2)
+
+
+def _write(files: dict[str, bytes], directory: Path, check: bool) -> list[str]:
+    try:
+        return _diagrams.write_or_check(files, directory, check)
+    except _diagrams.OutputError as e:
+        err.print(str(e))
+        raise typer.Exit(2) from None
+
+
 def diagrams(check: Check = False, root: Root = Path(".")) -> None:
     """Write diagrams/<machine>.dot, .svg and .mmd from the declared tables."""
+    _refuse_check_outside_project(check, root)
     directory = root / "diagrams"
-    report(_diagrams.write_or_check(diagram_files(), directory, check), check, directory)
+    report(_write(diagram_files(), directory, check), check, directory)
 
 
 def spec(check: Check = False, root: Root = Path(".")) -> None:
     """Write diagrams/SPEC.md: states, transitions, properties and the rule matrix."""
+    _refuse_check_outside_project(check, root)
+    tests = root / "tests"
+    if not any(tests.glob("test_*.py")):
+        err.print(f"warning: no tests found in {tests}: every rule's test cell will say "
+                  "'no test'; pass --root CHECKOUT to cite the project's tests")
     directory = root / "diagrams"
-    report(_diagrams.write_or_check(spec_files(root), directory, check), check, directory)
+    report(_write(spec_files(root), directory, check), check, directory)
 
 
 def register(app: typer.Typer) -> None:

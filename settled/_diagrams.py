@@ -156,14 +156,34 @@ def artefacts(p: Protocol) -> dict[str, bytes]:
             f"{p.name}.mmd": to_mermaid(p).encode()}
 
 
+class OutputError(OSError):
+    """A generated file could not be written; the message names the path and the reason."""
+
+
+def is_project(root: Path) -> bool:
+    """True when ``root`` is a checkout of settled (its tables and its generated views live
+    there); an installed wheel run from any other folder has no diagrams to check."""
+    pyproject = root / "pyproject.toml"
+    try:
+        return ((root / "model" / "query.py").is_file() and pyproject.is_file()
+                and 'name = "settled"' in pyproject.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return False
+
+
 def write_or_check(files: Mapping[str, bytes], directory: Path, check: bool) -> list[str]:
-    """Write ``files`` (or only compare them); return the names that were stale."""
+    """Write ``files`` (or only compare them); return the names that were stale or missing.
+    A file that cannot be written raises :class:`OutputError` naming it."""
     stale = []
     for name, data in sorted(files.items()):
         path = directory / name
         if not path.exists() or path.read_bytes() != data:
             stale.append(name)
             if not check:
-                directory.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
+                try:
+                    directory.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                except OSError as e:
+                    raise OutputError(f"cannot write {path}: {e.strerror or e}; choose a writable "
+                                      "folder with --root") from e
     return stale

@@ -15,7 +15,9 @@ internal error (``check``), said in one line.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from pathlib import Path
 
 import typer
 
@@ -73,6 +75,10 @@ def _load(argv: list[str]) -> None:
 
 
 def main() -> None:
+    # Hypothesis keeps its state in ./.hypothesis unless told otherwise; a user's folder is
+    # not ours to write, so the lockstep campaigns keep it in the user's cache instead.
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache / "settled" / "hypothesis"))
     _load(sys.argv[1:])
     app()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from settled import __version__
 
 PROBE = """
 import sys
+from pathlib import Path
 sys.argv = ["settled", *sys.argv[1:]]
 from settled import cli
 try:
@@ -56,3 +58,58 @@ def test_an_unknown_command_is_a_usage_error_with_exit_2() -> None:
 def test_a_named_command_loads_its_real_help() -> None:
     done = _run("check", "--help")
     assert "--json" in done.stdout
+
+
+def _settled(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "settled.cli", *args], capture_output=True,
+                          text=True, check=False, cwd=cwd)
+
+
+def test_an_exploration_cut_short_says_incomplete_and_exits_3() -> None:
+    done = _settled("explore", "query", "--max-states", "50")
+    assert done.returncode == 3
+    assert "INCOMPLETE: stopped at" in done.stdout
+    assert "no violations" not in done.stdout
+
+
+@pytest.mark.parametrize("args", [("--queries", "99999999999999999999"), ("--workers", "9")])
+def test_bounds_past_the_maximum_are_refused_before_any_work(args: tuple[str, ...]) -> None:
+    done = _settled("explore", "query", *args)
+    assert done.returncode == 2
+    assert "over the maximum" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unwritable_itf_folder_is_refused_before_the_exploration(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = _settled("explore", "query", "--itf", str(blocker / "sub"))
+    assert done.returncode == 2
+    assert "cannot write into" in done.stderr and "Traceback" not in done.stderr
+    assert "states" not in done.stdout  # nothing was explored
+
+
+def test_checking_diagrams_outside_a_checkout_says_so_and_exits_2(tmp_path: Path) -> None:
+    for command in ("diagrams", "spec"):
+        done = _settled(command, "--check", cwd=str(tmp_path))
+        assert done.returncode == 2
+        assert "not a settled checkout" in done.stderr
+    assert not any(tmp_path.iterdir())  # and nothing was written
+
+
+def test_a_missing_view_in_a_checkout_is_called_missing_not_stale(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    for name in ("pyproject.toml",):
+        (tmp_path / name).write_text((root / name).read_text())
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "query.py").write_text("")
+    done = _settled("spec", "--check", "--root", str(tmp_path))
+    assert done.returncode == 1
+    assert "missing" in done.stderr and "stale" not in done.stderr
+
+
+def test_writing_views_into_an_unwritable_place_is_one_line_with_exit_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = _settled("diagrams", "--root", str(blocker))
+    assert done.returncode == 2
+    assert "cannot write" in done.stderr and "Traceback" not in done.stderr

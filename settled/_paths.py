@@ -1,0 +1,35 @@
+"""Output paths are checked before the work starts: a one-line error, never a traceback."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+
+class OutputPathError(OSError):
+    """An output path cannot be written; the message names it and the reason."""
+
+
+def writable_dir(directory: Path) -> None:
+    """Create ``directory`` if needed and prove a file can be written in it."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".settled-write-check-"):
+            pass
+    except OSError as e:
+        raise OutputPathError(f"cannot write into {directory}: {e.strerror or e}; "
+                              "choose a writable folder") from e
+
+
+def writable_file(path: Path) -> None:
+    """Prove ``path`` can be written without creating or truncating it."""
+    if path.is_dir():
+        raise OutputPathError(f"{path} is a folder; name a file to write")
+    writable_dir(path.parent if str(path.parent) else Path("."))
+    if path.exists():
+        try:
+            with path.open("ab"):
+                pass
+        except OSError as e:
+            raise OutputPathError(f"cannot write {path}: {e.strerror or e}; choose a writable "
+                                  "file") from e
