@@ -2,7 +2,7 @@
 
 One writer for every producer of traces here (the explorer, the lockstep kit,
 the trace checker), so that a trace written by any of them opens in the
-Apalache / Quint tooling and in the ITF Trace Viewer. See ``shared/ITF.md``.
+Apalache / Quint tooling and in the ITF Trace Viewer. See ``docs/ITF.md``.
 
 Values are encoded by kind (``to_itf_value``): integers always as
 ``{"#bigint": "n"}`` (plain JSON numbers are no longer allowed in ITF),
@@ -45,7 +45,7 @@ def _order(encoded: Json) -> str:
 
 
 def to_itf_value(x: Any) -> Json:
-    """Encode one Python value as an ITF value (see the table in ``shared/ITF.md``)."""
+    """Encode one Python value as an ITF value (see the table in ``docs/ITF.md``)."""
     # bool before int (bool is an int) and Enum before str/int (StrEnum is a str).
     if isinstance(x, bool):
         return x

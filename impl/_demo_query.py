@@ -1,4 +1,4 @@
-"""``settled demo query``: seed 003's story, told on real files by the real implementation.
+"""``settled demo query``: the data-agent article's story, told on real files by the real implementation.
 
 The article's example: task A asks for January 2026 net revenue of every
 channel in yuan (condition version 1, draft Q1). The user answers the draft

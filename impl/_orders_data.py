@@ -1,4 +1,4 @@
-"""The synthetic orders database, and the sandbox user SQL runs in (seed 003).
+"""The synthetic orders database, and the sandbox user SQL runs in (the data-agent article).
 
 The data are generated, not random: every value comes from a SHA-256 of a
 fixed seed and the row's coordinates, so two runs, two processes or two

@@ -345,7 +345,7 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
     )
     return Protocol(
         name="approval",
-        meaning="approved, idempotent write calls and their crash recovery (seed 000)",
+        meaning="approved, idempotent write calls of an ERP agent and their crash recovery",
         states=STATES, initial=PROPOSED, variables=_variables(auto_retries),
         transitions=transitions, invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
         actors={"user": "the person who approves, rejects, cancels and reconciles",

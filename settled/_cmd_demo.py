@@ -26,7 +26,7 @@ __all__ = ["APPROVAL_STORY", "approval_problems", "query_problems", "query_story
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print only the story's facts as one JSON object.")]
 
-# What seed 000's 04_idempotency.py printed; the demo must print exactly this.
+# What the ERP-agent article's idempotency example printed; the demo must print exactly this.
 APPROVAL_STORY: Final = {"observed_delta": 5, "replay_same_result": True, "lookup_status": "found",
                          "different_arguments": "idempotency_conflict"}
 
@@ -48,7 +48,7 @@ def query_story(directory: Path, say: Any = None) -> tuple[dict[str, Any], Check
 
 
 def query_problems(facts: dict[str, Any]) -> list[str]:
-    """What of seed 003's story did not hold; empty when all of it did."""
+    """What of the data-agent article's story did not hold; empty when all of it did."""
     query, task, note = facts["query"], facts["task"], facts["notification"]
     wanted = [
         (query["state"] == "succeeded" and query["result_yuan"] == 16.0, "Q2 succeeded with 16 yuan"),
@@ -67,7 +67,7 @@ def query_problems(facts: dict[str, Any]) -> list[str]:
 
 
 def approval_problems(facts: dict[str, Any]) -> list[str]:
-    """What of seed 000's example did not hold; empty when all of it did."""
+    """What of the ERP-agent article's example did not hold; empty when all of it did."""
     return [f"{key}: expected {want!r}, got {facts.get(key)!r}"
             for key, want in APPROVAL_STORY.items() if facts.get(key) != want]
 
@@ -86,7 +86,8 @@ def _finish(facts: dict[str, Any], problems: list[str], as_json: bool, summary: 
 
 @demo.command()
 def query(as_json: AsJson = False) -> None:
-    """Seed 003: "只看 app，再执行", a lost answer, a move to version 3, and the late 16 yuan."""
+    """The data agent: the user asks to look at the app only, then says "execute"; the answer is
+    lost, the task moves to version 3, and the late 16 yuan still answers version 2."""
     with tempfile.TemporaryDirectory(prefix="settled-query-demo-") as folder:
         facts, report = query_story(Path(folder), None if as_json else _say)
     if not as_json:
@@ -105,7 +106,7 @@ def query(as_json: AsJson = False) -> None:
 
 @demo.command()
 def approval(as_json: AsJson = False) -> None:
-    """Seed 000: an approved stock adjustment, its replay, a lookup and a conflicting token reuse."""
+    """The ERP agent: an approved stock adjustment, its replay, a lookup and a conflicting token reuse."""
     with tempfile.TemporaryDirectory(prefix="settled-approval-demo-") as folder:
         facts = demo_approval(folder, None if as_json else _say)
     summary = (f"story held: stock changed by {facts['observed_delta']} once; the replay returned "

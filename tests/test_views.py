@@ -90,11 +90,15 @@ def test_cli_check_exits_nonzero_naming_each_stale_file(root, tmp_path):
     (tmp_path / "diagrams").mkdir()
     (tmp_path / "diagrams" / "query.dot").write_text("stale\n")
     (tmp_path / "tests").mkdir()
+    (tmp_path / "model").mkdir()  # a checkout: its tables and its pyproject
+    (tmp_path / "model" / "query.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text((root / "pyproject.toml").read_text())
     run = subprocess.run([sys.executable, "-m", "settled.cli", "diagrams", "--check",
                           "--root", str(tmp_path)], capture_output=True, text=True)
     assert run.returncode == 1
     for name in ("query.dot", "query.svg", "query.mmd"):
         assert name in run.stderr
+    assert "stale" in run.stderr and "missing" in run.stderr  # query.dot is there, the rest not
 
 
 def test_spec_lists_every_rule_and_names_gaps(root):

@@ -1,0 +1,41 @@
+"""The docs live in the repository, agree with the rule catalogue, and link only inside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from settled.model import RULES
+
+ROOT = Path(__file__).resolve().parents[1]
+LINK = re.compile(r"\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")
+DOCS = ["README.md", "diagrams/SPEC.md", *sorted(str(p.relative_to(ROOT))
+                                              for p in (ROOT / "docs").glob("*.md"))]
+
+
+def test_protocol_md_states_exactly_the_rules_the_model_cites() -> None:
+    text = (ROOT / "docs" / "PROTOCOL.md").read_text(encoding="utf-8")
+    stated = set(re.findall(r"^- \*\*([A-Z]\d+)\*\*", text, flags=re.MULTILINE))
+    assert stated == set(RULES), {"in PROTOCOL.md only": sorted(stated - set(RULES)),
+                                  "in model/_rules.py only": sorted(set(RULES) - stated)}
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_relative_link_resolves_inside_the_repository(doc: str) -> None:
+    path = ROOT / doc
+    for target in LINK.findall(path.read_text(encoding="utf-8")):
+        if re.match(r"^[a-z]+:", target):
+            continue  # an absolute URL
+        resolved = (path.parent / target).resolve()
+        assert resolved.is_relative_to(ROOT), f"{doc} links outside the repository: {target}"
+        assert resolved.exists(), f"{doc} links to a missing file: {target}"
+
+
+def test_user_facing_text_names_the_source_articles_not_seed_files() -> None:
+    for folder in ("settled", "model", "impl", "docs"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".md"):
+                text = path.read_text(encoding="utf-8")
+                assert not re.search(r"\bseed (000|003)\b|seeds/", text, flags=re.IGNORECASE), path
