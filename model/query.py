@@ -411,7 +411,9 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                  "distinct query ids this query was submitted under (Q1)", ghost=True),
     )
     return Protocol(
-        name="query", meaning="query execution (the data agent's SQL on an external platform): one query from draft to settled",
+        name="query",
+        meaning="query execution (the data agent's SQL on an external platform): one query from "
+                "draft to settled",
         states=STATES, initial=DRAFTED, variables=variables, transitions=tuple(transitions),
         invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
         actors={"user": "the user and agent tools", "worker": "a worker holding a lease",
