@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from settled.model import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
