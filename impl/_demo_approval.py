@@ -27,7 +27,8 @@ SKU = "A1001"
 
 
 def _fresh(directory: str | Path | None, prefix: str) -> tuple[Path, Path]:
-    """A new folder under ``directory`` with a seeded business file; files are kept to inspect."""
+    """A new folder under ``directory`` with a seeded business file (the caller decides whether
+    ``directory`` is kept)."""
     if directory is not None:
         Path(directory).mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))

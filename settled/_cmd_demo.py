@@ -9,14 +9,17 @@ conformance kit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
 
+from settled._paths import OutputPathError, writable_dir
 from settled.conformance._trace import CheckReport, check_lines
 from settled.impl._demo_approval import demo_approval
 from settled.impl._demo_query import STORE_FILE, demo_query
@@ -25,12 +28,40 @@ from settled.impl._events import trace_lines
 __all__ = ["APPROVAL_STORY", "approval_problems", "query_problems", "query_story", "register"]
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print only the story's facts as one JSON object.")]
+KeepIn = Annotated[Path | None, typer.Option(
+    "--dir", help="Keep the databases in this new or empty folder (for export-trace); by default "
+                  "they live in a temporary folder that is removed.")]
+
+
+@contextlib.contextmanager
+def _folder(keep: Path | None, prefix: str) -> Iterator[Path]:
+    """The demo's folder: ``keep`` (checked before the story starts) or a temporary one."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+            yield Path(folder)
+        return
+    try:
+        writable_dir(keep)
+    except OutputPathError as e:
+        err.print(str(e))
+        raise typer.Exit(2) from None
+    if any(p for p in keep.iterdir() if not p.name.startswith(".settled-write-check-")):
+        err.print(f"{keep} is not empty; name a new or empty folder for --dir, so the demo's "
+                  "databases are not mixed with others")
+        raise typer.Exit(2)
+    yield keep
+
+
+def _kept(keep: Path | None, as_json: bool, files: str) -> None:
+    if keep is not None and not as_json:
+        out.print(f"databases kept in {keep}: {files}")
 
 # What the ERP-agent article's idempotency example printed; the demo must print exactly this.
 APPROVAL_STORY: Final = {"observed_delta": 5, "replay_same_result": True, "lookup_status": "found",
                          "different_arguments": "idempotency_conflict"}
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 demo = typer.Typer(name="demo", no_args_is_help=True, add_completion=False,
                    help="Tell a seed's story on fresh files with the real implementation.")
 
@@ -85,11 +116,12 @@ def _finish(facts: dict[str, Any], problems: list[str], as_json: bool, summary: 
 
 
 @demo.command()
-def query(as_json: AsJson = False) -> None:
+def query(as_json: AsJson = False, keep: KeepIn = None) -> None:
     """The data agent: the user asks to look at the app only, then says "execute"; the answer is
     lost, the task moves to version 3, and the late 16 yuan still answers version 2."""
-    with tempfile.TemporaryDirectory(prefix="settled-query-demo-") as folder:
-        facts, report = query_story(Path(folder), None if as_json else _say)
+    with _folder(keep, "settled-query-demo-") as folder:
+        facts, report = query_story(folder, None if as_json else _say)
+    _kept(keep, as_json, f"{STORE_FILE} (settled export-trace {keep}/{STORE_FILE} -o trace.jsonl)")
     if not as_json:
         verdict = "conforms" if report.ok else f"{len(report.violations)} violation(s)"
         out.print(f"trace check: {report.events} events of {report.instances} queries: {verdict}")
@@ -105,10 +137,11 @@ def query(as_json: AsJson = False) -> None:
 
 
 @demo.command()
-def approval(as_json: AsJson = False) -> None:
+def approval(as_json: AsJson = False, keep: KeepIn = None) -> None:
     """The ERP agent: an approved stock adjustment, its replay, a lookup and a conflicting token reuse."""
-    with tempfile.TemporaryDirectory(prefix="settled-approval-demo-") as folder:
+    with _folder(keep, "settled-approval-demo-") as folder:
         facts = demo_approval(folder, None if as_json else _say)
+    _kept(keep, as_json, "a folder with checkpoint.db and business.db")
     summary = (f"story held: stock changed by {facts['observed_delta']} once; the replay returned "
                f"the first result; the lookup found the token; other arguments under it were an "
                f"{facts['different_arguments']}.")

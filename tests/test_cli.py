@@ -113,3 +113,16 @@ def test_writing_views_into_an_unwritable_place_is_one_line_with_exit_2(tmp_path
     done = _settled("diagrams", "--root", str(blocker))
     assert done.returncode == 2
     assert "cannot write" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_demo_keeps_its_databases_in_dir_for_export_trace(tmp_path: Path) -> None:
+    keep = tmp_path / "keep"
+    done = _settled("demo", "query", "--dir", str(keep))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"databases kept in {keep}" in done.stdout
+    store = keep / "query-store.db"
+    assert store.is_file()
+    exported = _settled("export-trace", str(store), "-o", str(tmp_path / "t.jsonl"))
+    assert exported.returncode == 0
+    again = _settled("demo", "query", "--dir", str(keep))
+    assert again.returncode == 2 and "is not empty" in again.stderr
