@@ -106,7 +106,8 @@ def machine_section(p: Protocol) -> list[str]:
 def system_section(s: System) -> list[str]:
     """What the instances of a system share, and which steps they take together."""
     m = s.machine
-    out = [f"## System `{s.name}`", "", f"{s.meaning}: {s.instances} instances of `{m.name}`.", ""]
+    out = [f"## System `{s.name}`", "", f"{s.meaning}: {s.instances} instances of `{m.name}`.", "",
+           f"![{s.name}]({s.name}.svg)", ""]
     shared = [f"`{n}`" for n in s.shared]
     out.append("Shared machine variables (one value for every instance): "
                + (", ".join(shared) if shared else "none") + ".")
