@@ -68,9 +68,9 @@ def system_dot(s: System) -> str:
         out.append(f'  actor_{t.actor} -> system_vars [label="{text}"];')
     by_trigger = {t.trigger: t for t in m.transitions}
     for trigger in s.sync:
-        t = by_trigger.get(trigger)
-        crash = t is not None and t.actor == "environment"
-        rules = t.rules if t is not None else ()
+        synced = by_trigger.get(trigger)
+        crash = synced is not None and synced.actor == "environment"
+        rules = synced.rules if synced is not None else ()
         colour = "#c0392b" if crash else "#222222"
         out.append(f'  sync_{trigger} [label="{_esc(trigger)}", shape=plaintext, fontcolor="{colour}"];')
         text = _lines("every instance", f"at once{_rules(rules)}", left=False)
