@@ -23,9 +23,9 @@ replayable step list, also written as an ITF trace.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +40,7 @@ from settled.model import Config, IllegalTransition, Params, Protocol, Transitio
 from settled.model._core import Value
 
 from . import _itf
-from ._adapter import Adapter, Refused
+from ._adapter import Adapter, AdapterError, Refused
 from ._trace import TraceError, check_lines
 
 AdapterFactory = Callable[[], Adapter]
@@ -82,10 +82,154 @@ def unfired(protocol: Protocol, fired: Mapping[str, int]) -> list[str]:
     return [label for t in protocol.transitions if (label := transition_label(t)) not in fired]
 
 
-def expected_projection(p: Protocol, config: Config) -> dict[str, Value]:
+def expected_projection(p: Protocol, config: Config,
+                        unobservable: frozenset[str] = frozenset()) -> dict[str, Value]:
     view = p.view(config)
     return {"state": str(config.state),
-            **{v.name: view[v.name] for v in p.variables if not v.ghost}}
+            **{v.name: view[v.name] for v in p.variables
+               if not v.ghost and v.name not in unobservable}}
+
+
+# --------------------------------------------------------------------------
+# The adapter contract, enforced
+# --------------------------------------------------------------------------
+class Contract:
+    """What ``observe()`` must return for one machine and one adapter class."""
+
+    def __init__(self, protocol: Protocol, unobservable: frozenset[str]) -> None:
+        ghosts = {v.name for v in protocol.variables if v.ghost}
+        names = {v.name for v in protocol.variables}
+        wrong = sorted(set(unobservable) - (names - ghosts))
+        if wrong:
+            raise AdapterError(
+                f"Adapter.unobservable names {wrong}, which are not observable variables of "
+                f"{protocol.name}; its variables are {sorted(names - ghosts)}")
+        self.protocol, self.unobservable, self.ghosts = protocol, frozenset(unobservable), ghosts
+        self.keys = frozenset({"state"} | (names - ghosts - self.unobservable))
+        self.allowed = {v.name: frozenset((_kind(d), d) for d in v.domain)
+                        for v in protocol.variables if v.name in self.keys}
+        self.allowed["state"] = frozenset((str, s) for s in protocol.state_names)
+        self.domains = {v.name: v.domain for v in protocol.variables}
+        self.domains["state"] = protocol.state_names
+
+    def check(self, i: int, observed: object) -> dict[str, Value]:
+        """``observed`` as a dict, or :class:`AdapterError` naming what is wrong with it."""
+        where = f"observe({i})"
+        if not isinstance(observed, Mapping):
+            raise AdapterError(f"{where} returned {type(observed).__name__}, not a mapping of "
+                               "the model's variable names to values")
+        keys = set(observed)
+        if keys != self.keys:
+            missing, extra = sorted(self.keys - keys), sorted(keys - self.keys)
+            parts = []
+            if missing:
+                parts.append(f"left out {missing} (return every variable in the model's words, "
+                             "or declare it in Adapter.unobservable)")
+            for k in extra:
+                if k in self.ghosts:
+                    parts.append(f"returned the ghost variable {k!r} (the model's own history, "
+                                 "never observed)")
+                elif k in self.unobservable:
+                    parts.append(f"returned {k!r}, which the adapter declares unobservable")
+                else:
+                    parts.append(f"returned the unknown key {k!r} (keys are 'state' and "
+                                 f"{sorted(self.keys - {'state'})})")
+            raise AdapterError(f"{where} " + "; ".join(parts))
+        for k, value in observed.items():
+            try:
+                ok = (_kind(value), value) in self.allowed[k]
+            except TypeError:  # unhashable: a list where the domain holds tuples
+                ok = False
+            if not ok:
+                shown = self.domains[k]
+                domain = (f"{list(shown[:6])} ... ({len(shown)} values)" if len(shown) > 8
+                          else list(shown))
+                raise AdapterError(f"{where} gave {k}={value!r} ({type(value).__name__}), "
+                                   f"outside its domain {domain}")
+        return dict(observed)
+
+
+def _kind(value: object) -> type:
+    """A value's kind for the domain check: an enum of strings is a string; True is no 1."""
+    return str if isinstance(value, str) else type(value)
+
+
+_CONTRACTS: dict[tuple[int, type], Contract] = {}
+
+
+def contract_for(protocol: Protocol, adapter: Adapter) -> Contract:
+    key = (id(protocol), type(adapter))
+    found = _CONTRACTS.get(key)
+    if found is None or found.protocol is not protocol:
+        found = _CONTRACTS[key] = Contract(protocol, frozenset(getattr(adapter, "unobservable",
+                                                                        frozenset())))
+    return found
+
+
+def adapter_code(adapter: object) -> frozenset[object]:
+    """The code objects of the adapter's own methods (nested functions included)."""
+    cls = type(adapter)
+    found = _ADAPTER_CODE.get(cls)
+    if found is not None:
+        return found
+    codes: set[object] = set()
+
+    def add(code: Any) -> None:
+        if code in codes:
+            return
+        codes.add(code)
+        for const in code.co_consts:
+            if hasattr(const, "co_consts"):
+                add(const)
+
+    for klass in cls.__mro__:
+        if klass in (Adapter, object) or klass.__module__ == "abc":
+            continue
+        for attr in vars(klass).values():
+            fn = getattr(attr, "__func__", attr)
+            for f in (fn, getattr(attr, "fget", None)):
+                code = getattr(f, "__code__", None)
+                # Only what the class body defines: a class attribute may hold an
+                # implementation's function (a lookup hook), which stays the implementation's.
+                if code is not None and getattr(f, "__qualname__", "").startswith(
+                        klass.__qualname__ + "."):
+                    add(code)
+    found = _ADAPTER_CODE[cls] = frozenset(codes)
+    return found
+
+
+_ADAPTER_CODE: dict[type, frozenset[object]] = {}
+
+
+def blame_adapter(adapter: object, exc: BaseException) -> bool:
+    """Whether ``exc`` started in the adapter's own code rather than the implementation's.
+
+    The innermost frame decides; an exception the adapter raised *from* an
+    implementation error is the implementation's.
+    """
+    if isinstance(exc, AdapterError):
+        return True
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and not blame_adapter(adapter, cause):
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code in adapter_code(adapter)
+
+
+def adapter_fault(adapter: object, exc: BaseException, doing: str) -> AdapterError:
+    if isinstance(exc, AdapterError):
+        return exc
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = (f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+             if tb is not None else "")
+    return AdapterError(f"the adapter's own code raised {type(exc).__name__} while {doing}"
+                        f"{where}: {exc}")
 
 
 class Runner:
@@ -94,7 +238,17 @@ class Runner:
     def __init__(self, protocol: Protocol, factory: AdapterFactory, instances: int,
                  forbidden: frozenset[str]) -> None:
         self.protocol, self.instances, self.forbidden = protocol, instances, forbidden
-        self.adapter = factory()
+        try:
+            self.adapter = factory()
+        except AdapterError:
+            raise
+        except Exception as exc:
+            raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(self.adapter, Adapter):
+            raise AdapterError(f"the adapter factory returned {type(self.adapter).__name__}, "
+                               "not a settled.conformance.Adapter")
+        self.contract = contract_for(protocol, self.adapter)
+        self.logged_steps: set[int] = set()  # instances that took a step the log records
         self.configs = [protocol.initial_config()] * instances
         self.steps: list[Action] = []
         self.history: list[tuple[Config, ...]] = [tuple(self.configs)]
@@ -154,8 +308,12 @@ class Runner:
             raise Divergence(f"the implementation refused {action.text()}, which the model "
                              f"allows: {exc}") from None
         except Exception as exc:
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
             raise Divergence(f"the implementation raised {type(exc).__name__} on "
                              f"{action.text()}: {exc}") from exc
+        if step.transition.observable is not None:
+            self.logged_steps.add(i)
         edge = (str(self.configs[i].state), str(step.after.state), action.trigger)
         self.edges[edge] = self.edges.get(edge, 0) + 1
         self.configs[i] = step.after
@@ -167,33 +325,42 @@ class Runner:
         if any(s.transition.trigger == action.trigger and dict(s.params) == dict(action.params)
                for s in self.protocol.enabled(self.configs[i])):
             raise Invalid(f"{action.text()} is allowed here")
-        before = dict(self.adapter.observe(i))
+        before = self.observe(i)
         try:
             self.adapter.perform(i, action.trigger, action.params)
         except Refused:
             pass
         except Exception as exc:
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
             raise Divergence(f"the implementation raised {type(exc).__name__} instead of "
                              f"{action.text()}: {exc}") from exc
         else:
             raise Divergence(f"the implementation did not {action.text()}, which the model "
                              "forbids")
-        if dict(self.adapter.observe(i)) != before:
+        if self.observe(i) != before:
             raise Divergence(f"{action.text()}: the refusal changed the implementation")
 
     # -- checks ----------------------------------------------------------------
+    def observe(self, i: int) -> dict[str, Value]:
+        """The adapter's observation of instance ``i``, held to the contract."""
+        try:
+            observed = self.adapter.observe(i)
+        except Exception as exc:  # an implementation that lost track of its own rows
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"observing q{i}") from exc
+            raise Divergence(f"observing q{i} after step {len(self.steps)} raised "
+                             f"{type(exc).__name__}: {exc}") from exc
+        return self.contract.check(i, observed)
+
     def check(self) -> None:
         for i, c in enumerate(self.configs):
             broken = self.protocol.broken_invariants(c)
             if broken:
                 raise Divergence(f"model invariant {broken[0].name} broken on q{i}")
-            try:
-                observed = dict(self.adapter.observe(i))
-            except Exception as exc:  # an implementation that lost track of its own rows
-                raise Divergence(f"observing q{i} after step {len(self.steps)} raised "
-                                 f"{type(exc).__name__}: {exc}") from exc
-            diffs = {k: (observed[k], x) for k, x in expected_projection(self.protocol, c).items()
-                     if k in observed and observed[k] != x}
+            observed = self.observe(i)
+            expected = expected_projection(self.protocol, c, self.contract.unobservable)
+            diffs = {k: (observed[k], x) for k, x in expected.items() if observed[k] != x}
             if diffs:
                 shown = ", ".join(f"{k}: implementation {o!r}, model {x!r}"
                                   for k, (o, x) in sorted(diffs.items()))
@@ -204,13 +371,31 @@ class Runner:
         """Close the implementation; its event log must pass the trace checker."""
         try:
             lines = list(self.adapter.trace_lines())
-        finally:
+        except Exception as exc:
             self.adapter.close()
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, "reading the event log") from exc
+            raise Divergence(f"reading the implementation's event log raised "
+                             f"{type(exc).__name__}: {exc}") from exc
+        self.adapter.close()
+        bad = next((n for n, line in enumerate(lines, 1) if not isinstance(line, str)), None)
+        if bad is not None:
+            self.trace_problem = (f"trace_lines() gave a {type(lines[bad - 1]).__name__} as "
+                                  f"line {bad}; it must give settled.trace/1 JSON text lines")
+            raise AdapterError(self.trace_problem)
         try:
             report = check_lines(lines)
         except TraceError as exc:
-            self.trace_problem = f"the implementation's event log is unreadable: {exc}"
-            raise Divergence(self.trace_problem) from None
+            self.trace_problem = (f"the event log does not conform to settled.trace/1: {exc}")
+            raise AdapterError(self.trace_problem) from None
+        if report.instances < len(self.logged_steps):
+            took = len(self.logged_steps)
+            self.trace_problem = (
+                "the event log is empty, although the run took steps the log records"
+                if not lines else
+                f"the event log holds {report.instances} instance(s) of {self.protocol.name}, "
+                f"but {took} instance(s) took steps the log records")
+            raise AdapterError(self.trace_problem)
         self.trace_events = report.events
         if not report.ok:
             self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
@@ -242,6 +427,9 @@ class Record:
     trace_events: int = 0  # events of the implementation's logs the trace checker accepted
     trace_failure: str | None = None
     spec: Any = None  # (protocol, factory, instances, forbidden) of the machine
+    adapter_error: str | None = None  # the adapter broke its contract: neither pass nor kill
+    counterexample_error: str | None = None  # the counterexample could not be written
+    out: Path | None = None  # where counterexamples go (None: the default folder)
 
 
 def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int,
@@ -405,22 +593,50 @@ def _failed(record: Record, name: str, steps: list[Action], message: str, *,
         message = replay(protocol, factory, instances, forbidden, steps) or message
     record.steps = steps
     record.failure = failure_text(name, message, steps)
-    record.itf_path = write_counterexample(protocol, name, message, steps, factory, instances,
-                                           forbidden)
+    try:
+        record.itf_path = write_counterexample(protocol, name, message, steps, factory, instances,
+                                               forbidden, out=record.out)
+    except CounterexampleWriteError as exc:
+        record.counterexample_error = str(exc)
     return record
 
 
+def _adapter_error(exc: BaseException) -> AdapterError | None:
+    if isinstance(exc, AdapterError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _adapter_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
-                 seed: int | None = None, *, minimise: bool = True) -> Record:
+                 seed: int | None = None, *, minimise: bool = True,
+                 out: Path | None = None) -> Record:
     """Run a lockstep campaign: the coverage tour, then Hypothesis's random runs.
 
-    On failure the run is minimised and written as a counterexample. With
-    ``seed`` the campaign is reproducible.
+    On failure the run is minimised and written as a counterexample (into
+    ``out``, by default ``./settled-counterexamples``). With ``seed`` the
+    campaign is reproducible. An adapter that breaks its contract ends the
+    campaign with ``adapter_error`` set: neither a pass nor a divergence.
     """
     record: Record = machine.record  # type: ignore[attr-defined]
     record.__init__()  # type: ignore[misc]
     record.spec = machine.spec  # type: ignore[attr-defined]
+    record.out = out
     start = time.perf_counter()
+    try:
+        return _campaign(machine, record, profile, seed, minimise, start)
+    except AdapterError as exc:
+        record.adapter_error = str(exc)
+        record.failure = None
+        return record
+
+
+def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: settings,
+              seed: int | None, minimise: bool, start: float) -> Record:
     if run_tour(machine) is not None:
         record.seconds_to_failure = time.perf_counter() - start
         return record
@@ -432,6 +648,9 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
     try:
         test()
     except Exception as exc:
+        adapter = _adapter_error(exc)
+        if adapter is not None:
+            raise adapter from None
         record.seconds_to_failure = time.perf_counter() - start
         # Hypothesis replays the failing example last, so teardown recorded its steps.
         protocol, factory, instances, forbidden = record.spec
@@ -463,7 +682,7 @@ def replay(protocol: Protocol, factory: AdapterFactory, instances: int, forbidde
     except Divergence as exc:
         run.adapter.close()
         return str(exc)
-    except Invalid:
+    except (Invalid, AdapterError):
         run.adapter.close()
         raise
     try:
@@ -514,17 +733,28 @@ def failure_text(name: str, message: str, steps: Sequence[Action]) -> str:
     return f"{name}: {message}\nreplayable steps ({len(steps)}):\n{listing}"
 
 
-def counterexample_dir() -> Path:
-    return Path(os.environ.get("SETTLED_COUNTEREXAMPLES",
-                               Path(tempfile.gettempdir()) / "settled-counterexamples"))
+class CounterexampleWriteError(OSError):
+    """A counterexample could not be written: its own error, never a pass."""
+
+
+def counterexample_dir(out: Path | None = None) -> Path:
+    """``out``, else $SETTLED_COUNTEREXAMPLES, else ``./settled-counterexamples``."""
+    if out is not None:
+        return Path(out)
+    env = os.environ.get("SETTLED_COUNTEREXAMPLES")
+    return Path(env) if env else Path.cwd() / "settled-counterexamples"
 
 
 def write_counterexample(protocol: Protocol, name: str, message: str, steps: Sequence[Action],
                          factory: AdapterFactory, instances: int,
-                         forbidden: frozenset[str]) -> Path:
-    """The minimised run as an ITF trace of the model's configurations."""
+                         forbidden: frozenset[str], *, out: Path | None = None) -> Path:
+    """The minimised run as an ITF trace of the model's configurations, plus its step list.
+
+    Writes ``lockstep-NAME.itf.json`` and ``lockstep-NAME.steps.json`` (what
+    ``settled replay`` reads); :class:`CounterexampleWriteError` if either cannot be written.
+    """
     runs: list[Runner] = []
-    with contextlib.suppress(Invalid):
+    with contextlib.suppress(Invalid, AdapterError):
         replay(protocol, factory, instances, forbidden, steps, keep=runs)
     history = runs[0].history if runs else [tuple([protocol.initial_config()] * instances)]
     states: list[dict[str, Any]] = []
@@ -536,11 +766,36 @@ def write_counterexample(protocol: Protocol, name: str, message: str, steps: Seq
         states.append(state)
     actions = [(a.trigger, {"instance": a.instance, "refused": a.forbidden, **a.params})
                for a in steps][: len(states) - 1]
-    meta = {"status": "violation", "violated": message, "generator": f"settled lockstep {name}"}
+    meta = {"status": "violation", "violated": message, "generator": f"settled lockstep {name}",
+            "instances": instances}
     trace = _itf.itf_trace(protocol.name, sorted(states[0]), states[: len(actions) + 1], actions,
                            meta)
-    directory = counterexample_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"lockstep-{name}.itf.json"
-    _itf.write_itf(path, trace)
+    directory = counterexample_dir(out)
+    path = directory / f"lockstep-{_safe(name)}.itf.json"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _itf.write_itf(path, trace)
+        steps_file(directory / f"lockstep-{_safe(name)}.steps.json", protocol, instances, steps,
+                   message)
+    except OSError as exc:
+        raise CounterexampleWriteError(
+            f"cannot write the counterexample into {directory}: "
+            f"{exc.strerror or exc}; choose a writable folder with --out") from exc
     return path
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+STEPS_SCHEMA = "settled.lockstep-steps/1"
+
+
+def steps_file(path: Path, protocol: Protocol, instances: int, steps: Sequence[Action],
+               message: str) -> None:
+    """A counterexample as a step list (``settled.lockstep-steps/1``), for ``settled replay``."""
+    doc = {"schema": STEPS_SCHEMA, "machine": protocol.name, "instances": instances,
+           "divergence": message,
+           "steps": [{"instance": a.instance, "trigger": a.trigger, "params": dict(a.params),
+                      "refused": a.forbidden} for a in steps]}
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from settled.conformance import Adapter, Refused
 from settled.impl._crash import CrashNow, CrashPoints
 from settled.impl._errors import CallerError
 from settled.impl._platform import APP_MONTHLY_SQL, Fault, SyntheticPlatform
@@ -31,8 +32,6 @@ from settled.impl._store import QueryStore
 from settled.impl._worker import Worker
 from settled.model import Protocol, build_query_machine
 from settled.model._core import Value
-
-from ._adapter import Adapter, Refused
 
 MESSAGE_TEXT = "only the app channel, then execute"
 PART_OF_MESSAGE = "execute"
@@ -65,8 +64,6 @@ WORKER_CALLS: dict[str, str] = {
     "confirm_cancel": "settle_cancel",
     "cancel_confirmed": "settle_cancel",
 }
-# What the model may ask to be refused: caller actions that decide in one transaction.
-FORBIDDEN = frozenset({"confirm", "cancel", "revised", "begin_submit", "resubmit"})
 
 
 class _Instance:

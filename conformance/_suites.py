@@ -32,21 +32,22 @@ class Suite:
 
 
 def query_suite(adapter_class: type[Adapter] | None = None) -> Suite:
-    from ._query_adapter import FORBIDDEN, QueryAdapter
+    from ._query_adapter import QueryAdapter
 
     cls = adapter_class or QueryAdapter
-    return Suite("query", build_query_machine(workers=2), lambda: cls(3, 2),  # type: ignore[call-arg]
-                 instances=3, forbidden=FORBIDDEN)
+    protocol = build_query_machine(workers=2)
+    return Suite("query", protocol, lambda: cls(3, 2),  # type: ignore[call-arg]
+                 instances=3, forbidden=protocol.refusable)
 
 
 def approval_suite(adapter_class: type[Adapter] | None = None) -> Suite:
     from settled.model import APPROVAL
 
-    from ._approval_adapter import FORBIDDEN, ApprovalAdapter
+    from ._approval_adapter import ApprovalAdapter
 
     cls = adapter_class or ApprovalAdapter
     return Suite("approval", APPROVAL, lambda: cls(3), instances=3,  # type: ignore[call-arg]
-                 forbidden=FORBIDDEN)
+                 forbidden=APPROVAL.refusable)
 
 
 # machine name -> suite builder taking an optional adapter class (a mutant's)

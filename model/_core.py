@@ -206,6 +206,11 @@ class Protocol:
     invariants: tuple[Invariant, ...] = ()
     step_properties: tuple[StepProperty, ...] = ()
     actors: Mapping[str, str] = field(default_factory=dict)
+    # Triggers a caller may be refused: where the model does not enable one of them, an
+    # implementation must refuse it (as a caller's mistake) and change nothing. Every other
+    # trigger is a step the world takes (a platform answer, a crash) and is never asked for
+    # where it is not enabled. The conformance kit probes exactly these.
+    refusable: frozenset[str] = frozenset()
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
     _by_source: dict[str, tuple[Transition, ...]] = field(init=False, repr=False, compare=False)
     # Per state: (params, the transitions of one trigger group those params fit, in priority

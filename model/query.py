@@ -121,6 +121,10 @@ PLATFORM_CALLS = frozenset({"submit_answered", "submit_response_lost", "submit_u
 # a lost answer from an undelivered request, so its log cannot either.
 UNANSWERED = "submit_unanswered"
 
+# What a caller may be refused, changing nothing: the user's actions that decide in one
+# transaction, and a worker's submit steps (a stale lease, a spent submission budget).
+REFUSABLE = frozenset({"confirm", "cancel", "revised", "begin_submit", "resubmit"})
+
 # Parameters the environment chooses.
 QUOTES = ("whole", "part", "notification")
 VERSION_CHOICES = ("current", "stale")
@@ -415,7 +419,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         meaning="query execution (the data agent's SQL on an external platform): one query from "
                 "draft to settled",
         states=STATES, initial=DRAFTED, variables=variables, transitions=tuple(transitions),
-        invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
+        invariants=INVARIANTS, step_properties=STEP_PROPERTIES, refusable=REFUSABLE,
         actors={"user": "the user and agent tools", "worker": "a worker holding a lease",
                 "platform": "the synthetic platform", "environment": "crashes"})
 

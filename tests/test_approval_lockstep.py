@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from settled.conformance._approval_adapter import FORBIDDEN, ApprovalAdapter
+from settled.conformance._approval_adapter import ApprovalAdapter
 from settled.conformance._lockstep import Action, replay, run_lockstep, unfired
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, approval_suite
@@ -23,6 +23,8 @@ from settled.conformance._trace import check_lines
 from settled.conformance.mutants.approval import MUTANTS
 from settled.impl._checkpoint import model_moves
 from settled.model import APPROVAL
+
+FORBIDDEN = APPROVAL.refusable
 
 
 @pytest.fixture(autouse=True)

@@ -15,13 +15,14 @@ from settled.conformance._lockstep import (
     unfired,
 )
 from settled.conformance._profiles import profile
-from settled.conformance._query_adapter import FORBIDDEN, QueryAdapter
+from settled.conformance._query_adapter import QueryAdapter
 from settled.impl._errors import PlatformUnavailable
 from settled.impl._events import apply_step
 from settled.impl._worker import Worker
 from settled.model import QueryState, build_query_machine
 
 MODEL = build_query_machine(workers=2)
+FORBIDDEN = MODEL.refusable
 
 
 def lockstep(adapter_class=QueryAdapter, name="query"):
