@@ -62,7 +62,7 @@ def load_factory(spec: str) -> Callable[[], Any]:
         factory = getattr(factory, part)
     if not callable(factory):
         raise _BadInput(f"{spec} is a {type(factory).__name__}, not a callable factory")
-    return factory  # type: ignore[return-value]
+    return factory
 
 
 def lockstep(
