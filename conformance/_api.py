@@ -157,7 +157,9 @@ def probe(factory: AdapterFactory, machine: str | Protocol | None) -> tuple[Prot
         contract = Contract(protocol, frozenset(adapter.unobservable))
         return protocol, instances, tuple(sorted(contract.unobservable))
     finally:
-        adapter.close()
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()
 
 
 def lockstep(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,
