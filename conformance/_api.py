@@ -27,10 +27,14 @@ from ._lockstep import (
     Action,
     Contract,
     Invalid,
+    declared_cases,
+    declared_edges,
     make_lockstep,
     replay,
     run_lockstep,
     unfired,
+    unfired_cases,
+    unfired_edges,
 )
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
@@ -69,6 +73,11 @@ class Report:
     fired: dict[str, int] = field(default_factory=dict)
     unfired: list[str] = field(default_factory=list)
     edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    cases: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    edges_declared: int = 0
+    unfired_edges: list[str] = field(default_factory=list)
+    cases_declared: int = 0
+    unfired_cases: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -87,6 +96,12 @@ class Report:
         lines = [f"lockstep {self.machine}: {head} ({self.examples} runs, {self.instances} "
                  f"instances, profile {self.profile}, seed {seed}, {self.seconds:.1f} s, "
                  f"{self.trace_events} logged events accepted by the trace checker)"]
+        if self.status == PASSED:
+            lines.append(f"coverage: edges {self.edges_declared - len(self.unfired_edges)}/"
+                         f"{self.edges_declared}, guard alternatives "
+                         f"{self.cases_declared - len(self.unfired_cases)}/{self.cases_declared}")
+            for what in (*self.unfired_edges, *self.unfired_cases):
+                lines.append(f"NEVER FIRED: {what}")
         if self.not_checked:
             lines.append(f"NOT CHECKED: {', '.join(self.not_checked)} (the adapter declares "
                          "them unobservable; no run compared them with the model)")
@@ -114,7 +129,9 @@ class Report:
             "counterexample_error": self.counterexample_error,
             "not_checked": list(self.not_checked),
             "transitions_fired": len(self.fired), "transitions_unfired": self.unfired,
-            "edges_fired": len(self.edges),
+            "edges_declared": self.edges_declared, "edges_unfired": self.unfired_edges,
+            "guard_alternatives_declared": self.cases_declared,
+            "guard_alternatives_unfired": self.unfired_cases,
         }
 
 
@@ -193,7 +210,11 @@ def lockstep(adapter_factory: AdapterFactory, machine: str | Protocol | None = N
         counterexample=record.itf_path, counterexample_error=record.counterexample_error,
         not_checked=not_checked, fired=dict(record.fired),
         unfired=unfired(protocol, record.fired) if status == PASSED else [],
-        edges=dict(record.edges))
+        edges=dict(record.edges), cases=dict(record.cases),
+        edges_declared=len(declared_edges(protocol)),
+        unfired_edges=unfired_edges(protocol, record.edges) if status == PASSED else [],
+        cases_declared=len(declared_cases(protocol)),
+        unfired_cases=unfired_cases(protocol, record.cases) if status == PASSED else [])
 
 
 def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,

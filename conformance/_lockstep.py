@@ -82,6 +82,49 @@ def unfired(protocol: Protocol, fired: Mapping[str, int]) -> list[str]:
     return [label for t in protocol.transitions if (label := transition_label(t)) not in fired]
 
 
+def edge_key(before: Config, step: Any) -> tuple[str, str, str]:
+    """An edge of the graph: (from state, to state, trigger)."""
+    return (str(before.state), str(step.after.state), step.transition.trigger)
+
+
+def declared_edges(protocol: Protocol) -> list[tuple[str, str, str]]:
+    """Every (from, to, trigger) the table declares, in declaration order."""
+    return list(dict.fromkeys((str(src), str(t.target(src)), t.trigger)
+                              for t in protocol.transitions for src in t.source))
+
+
+def declared_cases(protocol: Protocol) -> list[tuple[str, str, str]]:
+    """Every (transition, guard, alternative) of a disjunctive guard."""
+    return [(transition_label(t), g.name, name) for t in protocol.transitions
+            for g in t.guards for name, _ in g.cases]
+
+
+def edge_text(edge: tuple[str, str, str]) -> str:
+    source, dest, trigger = edge
+    return f"{trigger}: {source} -> {dest}"
+
+
+def unfired_edges(protocol: Protocol, edges: Mapping[tuple[str, str, str], int]) -> list[str]:
+    return [edge_text(e) for e in declared_edges(protocol) if not edges.get(e)]
+
+
+def unfired_cases(protocol: Protocol, cases: Mapping[tuple[str, str, str], int]) -> list[str]:
+    return [f"{label} [{guard}: {case}]" for label, guard, case in declared_cases(protocol)
+            if not cases.get((label, guard, case))]
+
+
+_CASES: dict[int, tuple[Protocol, frozenset[int]]] = {}
+
+
+def _with_cases(protocol: Protocol) -> frozenset[int]:
+    """The ids of the transitions with a disjunctive guard (ids: hashing a transition is slow)."""
+    found = _CASES.get(id(protocol))
+    if found is None or found[0] is not protocol:
+        found = _CASES[id(protocol)] = (protocol, frozenset(
+            id(t) for t in protocol.transitions if any(g.cases for g in t.guards)))
+    return found[1]
+
+
 def expected_projection(p: Protocol, config: Config,
                         unobservable: frozenset[str] = frozenset()) -> dict[str, Value]:
     view = p.view(config)
@@ -254,6 +297,8 @@ class Runner:
         self.history: list[tuple[Config, ...]] = [tuple(self.configs)]
         self.fired: dict[str, int] = {}
         self.edges: dict[tuple[str, str, str], int] = {}  # (from, to, trigger) -> times
+        self.cases: dict[tuple[str, str, str], int] = {}  # (transition, guard, case) -> times
+        self.protocol_cases = _with_cases(protocol)
         self.trace_events = 0
         self.trace_problem: str | None = None
 
@@ -314,8 +359,15 @@ class Runner:
                              f"{action.text()}: {exc}") from exc
         if step.transition.observable is not None:
             self.logged_steps.add(i)
-        edge = (str(self.configs[i].state), str(step.after.state), action.trigger)
+        edge = edge_key(self.configs[i], step)
         self.edges[edge] = self.edges.get(edge, 0) + 1
+        if id(step.transition) in self.protocol_cases:
+            v = self.protocol.view(self.configs[i])
+            for g in step.transition.guards:
+                case = g.case(v, action.params)
+                if case is not None:
+                    key = (transition_label(step.transition), g.name, case)
+                    self.cases[key] = self.cases.get(key, 0) + 1
         self.configs[i] = step.after
         label = transition_label(step.transition)
         self.fired[label] = self.fired.get(label, 0) + 1
@@ -424,6 +476,7 @@ class Record:
     itf_path: Path | None = None
     examples: int = 0
     edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    cases: dict[tuple[str, str, str], int] = field(default_factory=dict)
     trace_events: int = 0  # events of the implementation's logs the trace checker accepted
     trace_failure: str | None = None
     spec: Any = None  # (protocol, factory, instances, forbidden) of the machine
@@ -468,8 +521,9 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
             finally:
                 _merge(record.fired, self.run.fired)
                 _merge(record.edges, self.run.edges)
+                _merge(record.cases, self.run.cases)
                 self.seen.update(self.run.fired)
-                self.run.fired, self.run.edges = {}, {}
+                self.run.fired, self.run.edges, self.run.cases = {}, {}, {}
             self.deepest = max(self.deepest, *(protocol.view(c).get("submissions", 0)
                                                for c in self.run.configs))
 
@@ -514,6 +568,7 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
     parent: dict[Config, tuple[Config, Action] | None] = {start: None}
     frontier, paths, probes = [start], {}, {}
     pairs: dict[tuple[str, str], list[Action]] = {}
+    ways: dict[tuple[str, ...], list[Action]] = {}
     while frontier:
         nxt = []
         for c in frontier:
@@ -528,6 +583,14 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
                         pair = (label, transition_label(then.transition))
                         follow = Action(0, then.transition.trigger, then.params)
                         pairs.setdefault(pair, [*paths[label], follow])
+                # Every edge (from, to, trigger) and every alternative of a disjunctive guard
+                # gets its own shortest run: a transition with several sources or ways in is
+                # not covered by firing it once.
+                for key in (("edge", *edge_key(c, s)),
+                            *(("case", label, g.name, case) for g in s.transition.guards
+                              if (case := g.case(protocol.view(c), s.params)) is not None)):
+                    if key not in ways:
+                        ways[key] = [*_path_to(parent, c), action]
                 if s.after not in parent:
                     parent[s.after] = (c, action)
                     nxt.append(s.after)
@@ -537,7 +600,18 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
         frontier = nxt
     fires = [paths[transition_label(t)] for t in protocol.transitions
              if transition_label(t) in paths]
-    return fires + [pairs[k] for k in sorted(pairs)] + [probes[k] for k in sorted(probes)]
+    known = {_path_text(path) for path in fires}
+    more = []
+    for k in sorted(ways, key=repr):
+        if (text := _path_text(ways[k])) not in known:
+            known.add(text)
+            more.append(ways[k])
+    return (fires + more + [pairs[k] for k in sorted(pairs)]
+            + [probes[k] for k in sorted(probes)])
+
+
+def _path_text(path: Sequence[Action]) -> tuple[str, ...]:
+    return tuple(a.text() for a in path)
 
 
 def _refusals(protocol: Protocol, c: Config,
@@ -578,6 +652,7 @@ def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
         message = replay(protocol, factory, instances, forbidden, path, keep=runs)
         _merge(record.fired, runs[0].fired)
         _merge(record.edges, runs[0].edges)
+        _merge(record.cases, runs[0].cases)
         record.trace_events += runs[0].trace_events
         record.trace_failure = record.trace_failure or runs[0].trace_problem
         if message is not None:

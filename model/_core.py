@@ -97,9 +97,19 @@ class Guard:
     # synchronised step in a system is not taken where a bound alone would make it skip an
     # instance it concerns (see ``_system``).
     bound: bool = False
+    # A disjunction's alternatives, each (name, predicate): the guard holds when one does.
+    # Coverage counts which alternative let a step through, so "fired" means every way.
+    cases: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = ()
 
     def __call__(self, v: Vars, p: Params) -> bool:
         return self.fn(v, p)
+
+    def case(self, v: Vars, p: Params) -> str | None:
+        """The first alternative that holds (None for a guard without alternatives)."""
+        for name, fn in self.cases:
+            if fn(v, p):
+                return name
+        return None
 
 
 @dataclass(frozen=True, slots=True)
