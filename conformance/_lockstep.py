@@ -554,9 +554,23 @@ def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:
         total[k] = total.get(k, 0) + n
 
 
+_TOURS: dict[tuple[int, frozenset[str]], tuple[Protocol, list[list[Action]]]] = {}
+
+
 def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
+    """:func:`directed_tour`, computed once per protocol object (a search of the whole space)."""
+    key = (id(protocol), frozenset(forbidden))
+    found = _TOURS.get(key)
+    if found is None or found[0] is not protocol:
+        found = _TOURS[key] = (protocol, directed_tour(protocol, forbidden))
+    return found[1]
+
+
+def directed_tour(protocol: Protocol,
+                  forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
     """For every transition, the shortest run of one instance that fires it, and that run
-    extended by each step that can follow it; and for every
+    extended by each step that can follow it; for every edge, guard alternative and value of
+    a two-valued variable at an edge, the shortest run that fires it; and for every
     guard of a transition a caller may be refused, the shortest run to a state where that
     guard alone refuses it, ending in the refused action.
 
@@ -569,6 +583,10 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
     frontier, paths, probes = [start], {}, {}
     pairs: dict[tuple[str, str], list[Action]] = {}
     ways: dict[tuple[str, ...], list[Action]] = {}
+    # Every edge is also fired with each value of each two-valued variable where it can be:
+    # a cancel request, a clarification, a re-run change what a step must do (Q21: success
+    # stands over a cancel request), and a random campaign may miss the combination.
+    flags = [v.name for v in protocol.variables if not v.ghost and len(v.domain) == 2]
     while frontier:
         nxt = []
         for c in frontier:
@@ -586,9 +604,11 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
                 # Every edge (from, to, trigger) and every alternative of a disjunctive guard
                 # gets its own shortest run: a transition with several sources or ways in is
                 # not covered by firing it once.
+                v = protocol.view(c)
                 for key in (("edge", *edge_key(c, s)),
                             *(("case", label, g.name, case) for g in s.transition.guards
-                              if (case := g.case(protocol.view(c), s.params)) is not None)):
+                              if (case := g.case(v, s.params)) is not None),
+                            *(("flag", *edge_key(c, s), f, repr(v[f])) for f in flags)):
                     if key not in ways:
                         ways[key] = [*_path_to(parent, c), action]
                 if s.after not in parent:

@@ -17,6 +17,7 @@ the adversarial schedule the model allows.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -66,6 +67,12 @@ WORKER_CALLS: dict[str, str] = {
 }
 
 
+@functools.cache
+def _machine(workers: int) -> Protocol:
+    """The declaration, built and validated once per process, not once per run."""
+    return build_query_machine(workers=workers)
+
+
 class _Instance:
     def __init__(self, store: QueryStore, n: int) -> None:
         self.session, self.user = f"session-{n}", f"user-{n}"
@@ -86,7 +93,7 @@ class QueryAdapter(Adapter):
     store_class: type[QueryStore] = QueryStore
 
     def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None) -> None:
-        self.protocol: Protocol = build_query_machine(workers=workers)
+        self.protocol: Protocol = _machine(workers)
         self.instances = instances
         # Real files and transactions; on a RAM disk where there is one, so a
         # campaign of thousands of fsyncs measures the protocol, not the disk.

@@ -8,6 +8,7 @@ build their lockstep machines from here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,11 +32,17 @@ class Suite:
                              forbidden=self.forbidden, name=name or self.machine)
 
 
+@functools.cache
+def _query_machine(workers: int) -> Protocol:
+    """Built once per process: campaigns share one protocol (and so one tour and contract)."""
+    return build_query_machine(workers=workers)
+
+
 def query_suite(adapter_class: type[Adapter] | None = None) -> Suite:
     from ._query_adapter import QueryAdapter
 
     cls = adapter_class or QueryAdapter
-    protocol = build_query_machine(workers=2)
+    protocol = _query_machine(2)
     return Suite("query", protocol, lambda: cls(3, 2),  # type: ignore[call-arg]
                  instances=3, forbidden=protocol.refusable)
 
