@@ -23,6 +23,7 @@ replayable step list, also written as an ITF trace.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -291,7 +292,10 @@ class Runner:
             raise AdapterError(f"the adapter factory returned {type(self.adapter).__name__}, "
                                "not a settled.conformance.Adapter")
         self.contract = contract_for(protocol, self.adapter)
+        self.plans = plans_for(protocol, forbidden)
         self.logged_steps: set[int] = set()  # instances that took a step the log records
+        # (steps taken when observed, {instance: observation}): what is known to be current
+        self.observed: tuple[int, dict[int, dict[str, Value]]] = (-1, {})
         self.configs = [protocol.initial_config()] * instances
         self.steps: list[Action] = []
         self.history: list[tuple[Config, ...]] = [tuple(self.configs)]
@@ -306,20 +310,38 @@ class Runner:
     def options(self) -> list[Action]:
         """Enabled steps, weighted by repetition, eager ones first."""
         out: list[tuple[int, int, Action]] = []
+        cache = self.plans.options
         for i, c in enumerate(self.configs):
-            for s in self.protocol.enabled(c):
-                # Ending a story before anything was submitted (a failed check,
-                # an invalidated draft) and retries that change nothing are drawn
-                # less often, so runs reach deep states. Hypothesis often draws
-                # the first element on purpose, so eager steps go first.
-                early = (s.after.state in self.protocol.terminal_states
-                         and self.protocol.view(c).get("submissions", 1) == 0)
-                weight = 1 if early or s.after == c else EAGER
-                out.append((weight, _rank(s.transition), Action(i, s.transition.trigger, s.params)))
-        out.sort(key=lambda wra: (-wra[0], wra[1]))
+            got = cache.get((c, i))
+            if got is None:
+                got = cache[(c, i)] = self._options(i, c)
+            out.extend(got)
+        out.sort(key=_order)  # stable: within a weight and rank, instance and table order
         return [a for w, _, a in out for _ in range(w)]
 
+    def _options(self, i: int, c: Config) -> list[tuple[int, int, Action]]:
+        out = []
+        for s in self.protocol.enabled(c):
+            # Ending a story before anything was submitted (a failed check,
+            # an invalidated draft) and retries that change nothing are drawn
+            # less often, so runs reach deep states. Hypothesis often draws
+            # the first element on purpose, so eager steps go first.
+            early = (s.after.state in self.protocol.terminal_states
+                     and self.protocol.view(c).get("submissions", 1) == 0)
+            weight = 1 if early or s.after == c else EAGER
+            out.append((weight, _rank(s.transition), Action(i, s.transition.trigger, s.params)))
+        return out
+
     def forbidden_choices(self, i: int) -> list[Action]:
+        """The refusable actions the model does not enable for instance ``i`` here
+        (worked out once per configuration and instance, then reused)."""
+        key = (self.configs[i], i)
+        got = self.plans.forbidden.get(key)
+        if got is None:
+            got = self.plans.forbidden[key] = self._forbidden_choices(i)
+        return got
+
+    def _forbidden_choices(self, i: int) -> list[Action]:
         enabled = {(s.transition.trigger, tuple(s.params.items()))
                    for s in self.protocol.enabled(self.configs[i])}
         out, seen = [], set()
@@ -377,7 +399,9 @@ class Runner:
         if any(s.transition.trigger == action.trigger and dict(s.params) == dict(action.params)
                for s in self.protocol.enabled(self.configs[i])):
             raise Invalid(f"{action.text()} is allowed here")
-        before = self.observe(i)
+        # The last check observed every instance after the previous step: reuse it.
+        known = self.observed[1] if self.observed[0] == len(self.steps) - 1 else {}
+        before = known.get(i) or self.observe(i)
         try:
             self.adapter.perform(i, action.trigger, action.params)
         except Refused:
@@ -390,8 +414,10 @@ class Runner:
         else:
             raise Divergence(f"the implementation did not {action.text()}, which the model "
                              "forbids")
-        if self.observe(i) != before:
+        after = self.observe(i)
+        if after != before:
             raise Divergence(f"{action.text()}: the refusal changed the implementation")
+        self.observed = (len(self.steps), {i: after})
 
     # -- checks ----------------------------------------------------------------
     def observe(self, i: int) -> dict[str, Value]:
@@ -406,18 +432,30 @@ class Runner:
         return self.contract.check(i, observed)
 
     def check(self) -> None:
+        plans, unobservable = self.plans, self.contract.unobservable
+        # An instance a refusal just observed (unchanged) need not be observed again.
+        known = self.observed[1] if self.observed[0] == len(self.steps) else {}
+        seen: dict[int, dict[str, Value]] = {}
         for i, c in enumerate(self.configs):
-            broken = self.protocol.broken_invariants(c)
+            broken = plans.broken.get(c)
+            if broken is None:
+                broken = plans.broken[c] = tuple(
+                    b.name for b in self.protocol.broken_invariants(c))
             if broken:
-                raise Divergence(f"model invariant {broken[0].name} broken on q{i}")
-            observed = self.observe(i)
-            expected = expected_projection(self.protocol, c, self.contract.unobservable)
+                raise Divergence(f"model invariant {broken[0]} broken on q{i}")
+            observed = known.get(i) or self.observe(i)
+            seen[i] = observed
+            expected = plans.expected.get((c, unobservable))
+            if expected is None:
+                expected = plans.expected[(c, unobservable)] = expected_projection(
+                    self.protocol, c, unobservable)
             diffs = {k: (observed[k], x) for k, x in expected.items() if observed[k] != x}
             if diffs:
                 shown = ", ".join(f"{k}: implementation {o!r}, model {x!r}"
                                   for k, (o, x) in sorted(diffs.items()))
                 raise Divergence(f"q{i} differs from the model after step {len(self.steps)}: "
                                  f"{shown}")
+        self.observed = (len(self.steps), seen)
 
     def finish(self) -> None:
         """Close the implementation; its event log must pass the trace checker."""
@@ -453,6 +491,51 @@ class Runner:
             self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
                                   + report.violations[0].text())
             raise Divergence(self.trace_problem)
+
+
+def _order(wra: tuple[int, int, Action]) -> tuple[int, int]:
+    return (-wra[0], wra[1])
+
+
+class Plans:
+    """What a campaign works out once per configuration and reuses in every run: the
+    weighted options, the forbidden choices, and whether the invariants hold."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        self.protocol = protocol
+        self.options: dict[tuple[Config, int], list[tuple[int, int, Action]]] = {}
+        self.forbidden: dict[tuple[Config, int], list[Action]] = {}
+        self.broken: dict[Config, tuple[str, ...]] = {}
+        self.expected: dict[tuple[Config, frozenset[str]], dict[str, Value]] = {}
+        self.grouped: dict[int, tuple[list[Action], list[list[Action]]]] = {}
+
+
+    def forbidden_by_trigger(self, choices: list[Action]) -> list[list[Action]]:
+        """``choices`` grouped by trigger, worker steps first (worked out once per list)."""
+        got = self.grouped.get(id(choices))
+        if got is None or got[0] is not choices:
+            groups: dict[str, list[Action]] = {}
+            for a in choices:
+                groups.setdefault(a.trigger, []).append(a)
+            order = sorted(groups, key=lambda t: (t not in WORKER_FIRST, t))
+            got = self.grouped[id(choices)] = (choices, [groups[t] for t in order])
+        return got[1]
+
+
+@functools.cache
+def _index(n: int) -> st.SearchStrategy[int]:
+    return st.integers(0, n - 1)
+
+
+_PLANS: dict[tuple[int, frozenset[str]], Plans] = {}
+
+
+def plans_for(protocol: Protocol, forbidden: frozenset[str]) -> Plans:
+    key = (id(protocol), frozenset(forbidden))
+    found = _PLANS.get(key)
+    if found is None or found.protocol is not protocol:
+        found = _PLANS[key] = Plans(protocol)
+    return found
 
 
 def _rank(t: Transition) -> int:
@@ -500,22 +583,25 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
 
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
-            options: list[Action | None] = list(self.run.options())
-            options += [None] * (len(options) // 4 + 1)  # ~1 in 5: ask for something forbidden
-            action = data.draw(st.sampled_from(options), label="action")
-            if action is None:
-                i = data.draw(st.integers(0, instances - 1), label="instance")
+            # Indices, not sampled_from: the lists change every step, and a fresh
+            # sampled_from strategy per draw costs more than the step it picks.
+            options = self.run.options()
+            slots = len(options) + len(options) // 4 + 1  # ~1 in 5: ask for something forbidden
+            n = data.draw(_index(slots), label="action")
+            action: Action
+            if n < len(options):
+                action = options[n]
+            else:
+                i = data.draw(_index(instances), label="instance")
                 choices = self.run.forbidden_choices(i)
                 if not choices:
                     return
                 # The trigger first, then its parameters: otherwise the many
                 # parameter combinations of one trigger (confirm) crowd out the
                 # rare probes that matter (a stale worker's begin_submit).
-                triggers = sorted({a.trigger for a in choices},
-                                  key=lambda t: (t not in WORKER_FIRST, t))
-                trigger = data.draw(st.sampled_from(triggers), label="forbidden trigger")
-                action = data.draw(st.sampled_from([a for a in choices if a.trigger == trigger]),
-                                   label="forbidden")
+                by_trigger = self.run.plans.forbidden_by_trigger(choices)
+                group = by_trigger[data.draw(_index(len(by_trigger)), label="forbidden trigger")]
+                action = group[data.draw(_index(len(group)), label="forbidden")]
             try:
                 self.run.apply(action)
             finally:
