@@ -160,7 +160,7 @@ def test_mutants_refuses_an_unknown_profile_or_name_with_exit_2() -> None:
 
 # --------------------------------------------------------------------------- (b) the ci campaign
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(1, 11))
 def test_the_ci_campaign_kills_the_whole_catalogue_and_passes_the_baseline(seed: int) -> None:
     report = run_mutants(profile("ci"), seed=seed)
     failed = [b.failure for b in report.baseline if not b.passed]
