@@ -124,6 +124,17 @@ def test_a_mutant_the_kit_cannot_run_is_not_counted_as_killed(unrunnable: Mutant
     assert report.to_json()["killed"] == 0
 
 
+def test_a_counterexample_that_cannot_be_written_is_still_a_kill(tmp_path: Path) -> None:
+    """Writing the counterexample is its own error, said in the failure; never a survival."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    [mutant] = select_mutants(["Q14-lost-response-recorded-as-failed"])
+    result = _mutants_run._mutant(mutant, profile("dev"), 1, blocker)
+    assert result.killed and result.steps
+    assert result.itf_path is None
+    assert result.failure is not None and "COUNTEREXAMPLE NOT SAVED" in result.failure
+
+
 # --------------------------------------------------------------------------- (c) the command line
 def test_mutants_json_has_exactly_the_documented_keys() -> None:
     app = typer.Typer()
