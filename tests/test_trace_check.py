@@ -106,20 +106,138 @@ def test_only_the_first_violation_per_instance_is_reported():
 @pytest.mark.parametrize(("mangle", "message"), [
     (lambda ls: ls[:2] + ["{not json"] + ls[2:], "line 3: not JSON"),
     (lambda ls: [ls[0], json.dumps({k: v for k, v in json.loads(ls[1]).items() if k != "vars"})]
-     + ls[2:], "line 2: the event: must contain"),
-    (lambda ls: [ls[0], ls[2], ls[1]] + ls[3:], "line 2: out-of-order sequence number"),
-    (lambda ls: ls[1:], "line 1: an event for an instance that never started"),
-    (lambda ls: [ls[0].replace('"drafted"', '"limbo"')] + ls[1:], "line 1: unknown state 'limbo'"),
-    (lambda ls: [ls[0].replace('"check_passed"', '"teleport"')] + ls[1:],
-     "line 1: unknown trigger 'teleport'"),
-    (lambda ls: [ls[0].replace('"submissions"', '"mood"')] + ls[1:], "unknown variable(s) ['mood']"),
+     + ls[2:], "line 2: Object missing required field `vars`"),
     (lambda ls: [x.replace('"query"', '"robot"', 1) for x in ls], "line 1: unknown machine 'robot'"),
+    (lambda ls: [], "line 0: no events"),
+    (lambda ls: ["", "  "], "line 2: no events"),
+    (lambda ls: [ls[0].replace('"seq": 1', '"seq": "1"')] + ls[1:], "line 1: Expected `int`"),
+    (lambda ls: [ls[0].replace('"params": {}', '"params": {"a": [1]}')] + ls[1:],
+     "line 1: params: Expected `bool | int | str`, got `array`"),
+    (lambda ls: [ls[0].replace('"params": {}', '"params": ' + "[" * 5000 + "]" * 5000)],
+     "line 1: values nested 5001 deep, over the limit of 32"),
+    (lambda ls: [ls[0], ls[1].encode()[:40] + b"\xff\xfe" + ls[1].encode()[40:]],
+     "line 2: not UTF-8 text"),
 ])
 def test_unreadable_input_is_one_line_error_with_its_line_number(mangle, message):
     with pytest.raises(TraceError) as info:
         check_lines(mangle(lines(story())))
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("mangle", "line", "kind", "message"), [
+    (lambda ls: [ls[0], ls[2], ls[1]] + ls[3:], 2, "incomplete_log", "seq 3 after seq 1"),
+    (lambda ls: ls[1:], 1, "incomplete_log", "starts mid-stream"),
+    (lambda ls: ls[:3] + ls[4:], 4, "incomplete_log", "events 4..4 are missing"),
+    (lambda ls: ls[:3] + [ls[2]] + ls[3:], 4, "incomplete_log", "out of order or repeated"),
+    (lambda ls: [ls[0].replace('"drafted"', '"limbo"')] + ls[1:], 1, "out_of_domain",
+     "from state 'limbo' is not a state"),
+    (lambda ls: [ls[0].replace('"check_passed"', '"teleport"')] + ls[1:], 1, "out_of_domain",
+     "trigger 'teleport' is not a logged step"),
+    (lambda ls: [ls[0].replace('"submissions"', '"mood"')] + ls[1:], 1, "out_of_domain",
+     "variable 'mood' is not a logged variable"),
+    (lambda ls: [ls[0].replace('"lease_epoch": 0', '"lease_epoch": "0"')] + ls[1:], 1,
+     "out_of_domain", "variable 'lease_epoch' is \"0\", outside its domain (an integer >= 0)"),
+    (lambda ls: [ls[0].replace('"lease_epoch": 0', '"lease_epoch": null')] + ls[1:], 1,
+     "out_of_domain", "variable 'lease_epoch' is null, outside its domain"),
+    (lambda ls: [ls[0].replace('"phase_moved": false', '"phase_moved": 0')] + ls[1:], 1,
+     "out_of_domain", "variable 'phase_moved' is 0, outside its domain (one of false, true)"),
+    (lambda ls: ls[:2] + [ls[2].replace('"w-a"', "true")] + ls[3:], 3, "out_of_domain",
+     "param 'worker' of 'claim' is true"),
+    (lambda ls: [ls[0], ls[1].replace('"whole"', '"most"')] + ls[2:], 2, "out_of_domain",
+     "param 'quote' of 'confirm' is \"most\""),
+    (lambda ls: [ls[0], ls[1].replace('"quote": "whole", ', "")] + ls[2:], 2, "out_of_domain",
+     "params ['condition_version', 'draft_version', 'message'] do not fit 'confirm'"),
+])
+def test_a_bad_instance_is_a_violation_of_that_instance_with_its_line(mangle, line, kind, message):
+    broken = mangle(lines(story()))
+    other = [x.replace('"q7"', '"q8"') for x in lines(story())]
+    report = check_lines(broken + other)
+    [v] = report.violations
+    assert (v.instance, v.line, v.kind) == ("q7", line, kind)
+    assert message in v.message, v.message
+    assert message in v.text()
+    assert report.instances == 2 and report.conforming == 1
+
+
+def test_every_instance_is_judged_and_first_stops_at_the_first():
+    """A fourth submission in one query and a seq gap in another: both reported, in line order."""
+    q1 = story()
+    q1[3]["vars"]["submissions"] = 4
+    q2 = [{**e, "instance": "q2"} for e in story()]
+    del q2[2]
+    mixed = [x for pair in zip(lines(q1), lines(q2), strict=False) for x in pair]
+    report = check_lines(mixed)
+    assert [(v.instance, v.kind) for v in report.violations] == [("q2", "incomplete_log"),
+                                                                  ("q7", "out_of_domain")]
+    assert "variable 'submissions' is 4" in report.violations[1].message
+    assert report.exit_code == 1
+    only = check_lines(mixed, first=True)
+    assert len(only.violations) == 1 and only.stopped_early
+
+
+def test_a_bom_and_blank_lines_are_accepted_and_bytes_too():
+    ls = lines(story())
+    assert check_lines(["\ufeff" + ls[0], "", *ls[1:], "   "]).ok
+    assert check_lines([("\ufeff" + x if i == 0 else x).encode() + b"\n"
+                        for i, x in enumerate(ls)]).ok
+
+
+def test_an_over_long_line_is_refused_by_the_limit():
+    from settled.conformance._trace import MAX_LINE_BYTES
+
+    event = story()[0]
+    event["at"] = "x" * MAX_LINE_BYTES
+    with pytest.raises(TraceError, match=r"line 1: the line is .* over the limit"):
+        check_lines([json.dumps(event)])
+
+
+@pytest.mark.rule("Q11")
+def test_many_worker_names_taking_over_one_query_cost_no_more_than_two():
+    """Worker names are interchangeable: nine (or ninety) takeovers replay a two-worker model."""
+    events, v = story()[:2], dict(story()[1]["vars"])
+    for n in range(1, 91):
+        v = {**v, "lease_epoch": n}
+        events.append({**events[0], "trigger": "claim", "params": {"worker": f"pod-{n}"},
+                       "from": "queued", "to": "queued", "vars": dict(v)})
+    events.append({**events[0], "trigger": "begin_submit", "params": {"worker": "pod-90"},
+                   "from": "queued", "to": "submitting",
+                   "vars": {**v, "submissions": 1, "submit_epoch": 90}})
+    for seq, e in enumerate(events, start=1):
+        e["seq"] = seq
+    assert check_lines(lines(events)).ok
+    events[-1]["params"] = {"worker": "pod-89"}  # a taken-over worker writes: stale
+    [violation] = check_lines(lines(events)).violations
+    assert violation.line == len(events)
+    assert ("fresh_lease", "worker holds the current lease_epoch") in violation.failed_guards
+    assert "Q11" in violation.rules
+
+
+@pytest.mark.rule("Q21")
+def test_cancelled_without_a_cancel_request_names_the_invariant_and_only_what_is_certain():
+    """After lookup_running the platform may have succeeded or failed unseen; none of that is
+    shown as fact. Every candidate fails the same guard and breaks the same invariant."""
+    events = story()[:6]
+    done = {**events[0], "seq": 7, "trigger": "lookup_cancelled", "params": {"worker": "w-a"},
+            "from": "running", "to": "cancelled", "vars": {**events[5]["vars"], "phase_moved": True}}
+    [v] = check_lines(lines([*events, done])).violations
+    assert v.line == 7 and v.kind == "step"
+    assert set(v.unlogged["platform"]) == {"running", "succeeded", "failed"}
+    assert "platform" not in v.state_before and v.state_before["state"] == "running"
+    assert ("platform_cancelled", "platform is cancelled") in v.failed_guards
+    assert "cancelled_needs_evidence" in v.broken
+    assert {"Q15", "Q21"} <= set(v.rules)
+    assert "rules: " in v.text() and "breaks cancelled_needs_evidence" in v.text()
+
+
+def test_an_undecided_instance_is_neither_pass_nor_violation():
+    events = story()
+    events[4] = {**events[4], "to": "failed"}
+    report = check_lines(lines(events), closure_limit=1)
+    assert not report.ok and not report.violations
+    [u] = report.undecided
+    assert u.kind == "undecided" and "limit of 1" in u.message
+    assert report.exit_code == 3
 
 
 def test_the_schema_is_shipped_with_the_package():
