@@ -359,7 +359,8 @@ class Violation:
         if "seq" in ev:
             head += f" seq {ev['seq']}"
         if self.kind == "step":
-            head += (f": {ev.get('trigger')} {ev.get('from')} -> {ev.get('to')} does not conform")
+            head += (f": {ev.get('trigger')} {ev.get('from')} -> {ev.get('to')} does not conform: "
+                     f"{self.message}")
         else:
             head += f": {self.kind}: {self.message}"
         parts = [head]
@@ -688,7 +689,7 @@ def _diagnose(r: _Replayer, configs: _Configs, e: _Event, line: int, event: Mapp
         rules.update(_property_rules(p, name))
     if not rules:
         rules.update(rule for _c, _v, t in pairs for rule in t.rules)
-    kind, message = "step", ""
+    kind, message = "step", _why(r, e, at_source, pairs, every, diffs, broken)
     if not complete:
         kind = "undecided"
         message = (f"the hidden-step search stopped at its limit of {r.limit:,} configurations; "
@@ -697,6 +698,24 @@ def _diagnose(r: _Replayer, configs: _Configs, e: _Event, line: int, event: Mapp
                      tuple(dict(s) for s in shown[:SHOWN_CANDIDATES]), len(shown), unlogged,
                      tuple(enabled), every, tuple(diffs), broken,
                      tuple(sorted(rules, key=rule_sort_key)))
+
+
+def _why(r: _Replayer, e: _Event, at_source: list[Any], pairs: list[Any],
+         every: tuple[tuple[str, str], ...], diffs: list[tuple[str, Value, Value]],
+         broken: tuple[str, ...]) -> str:
+    """The reason in one sentence; the fields of the violation give the detail."""
+    if not at_source:
+        return (f"no configuration consistent with the log so far is in state {e.from_!r}")
+    if not any(g for c, _v in at_source for g in r.observed.get((c.state, e.trigger), ())):
+        return f"no step logged as {e.trigger!r} leaves state {e.from_!r}"
+    if every:
+        return "guard(s) failed in every candidate: " + ", ".join(n for n, _ in every)
+    if diffs:
+        return "the step's outcome differs from the log: " + ", ".join(
+            dict.fromkeys(f for f, *_ in diffs))
+    what = f"; it would break {', '.join(broken)}" if broken else ""
+    return (f"no configuration consistent with the log takes {e.trigger!r} from {e.from_!r} to "
+            f"{e.to!r} with the logged variables{what}")
 
 
 def _all_steps(r: _Replayer, c: Config) -> Iterator[tuple[Transition, Config]]:
