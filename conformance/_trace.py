@@ -275,6 +275,9 @@ class Machine:
     worker: str | None = None
     claims: frozenset[str] = frozenset()
     worker_vars: tuple[str, ...] = ()
+    # Maps a configuration to the representative of its class (configurations no logged step
+    # can tell apart); applied after every logged step.
+    canon: Callable[[Config], Config] | None = None
 
     @classmethod
     def of(cls, protocol: Protocol) -> Machine:
@@ -295,7 +298,25 @@ def query_machine() -> Machine:
                       "authorized_version": 0}
     domains = {v.name: integers(unbounded_ints[v.name]) if v.name in unbounded_ints
                else finite(v.domain) for v in p.variables if v.observable}
-    return Machine(p, domains, worker="worker", claims=frozenset({"claim"}), worker_vars=("held",))
+    return Machine(p, domains, worker="worker", claims=frozenset({"claim"}), worker_vars=("held",),
+                   canon=_stale_leases_forgotten(p))
+
+
+def _stale_leases_forgotten(p: Protocol) -> Callable[[Config], Config]:
+    """A lease older than the row's lease_epoch is as good as none to every guard (it can
+    never match the epoch again, which only grows); only a hidden crash tells them apart,
+    and a crash only clears it. So a stale lease is recorded as none."""
+    names = p.variable_names
+    held, epoch = names.index("held"), names.index("lease_epoch")
+
+    def canon(c: Config) -> Config:
+        leases, current = c.values[held], c.values[epoch]
+        if all(x == 0 or x == current for x in leases):
+            return c
+        values = list(c.values)
+        values[held] = tuple(x if x == current else 0 for x in leases)
+        return Config(c.state, tuple(values))
+    return canon
 
 
 MACHINES: dict[str, Machine] = {}
@@ -475,7 +496,9 @@ class _Replayer:
                 sets = self.param_sets.setdefault(t.observable, [])
                 if all(set(s) != set(shape) for s in sets):
                     sets.append(shape)
-        self._closure: dict[_Configs, tuple[_Configs, bool]] = {}
+        self._closure: dict[int, tuple[_Configs, bool]] = {}
+        self._hidden: dict[Config, tuple[Config, ...]] = {}
+        self._fired: dict[tuple[Config, Any], tuple[Config, ...]] = {}
         # Configuration sets are interned: an instance holds a small integer, and the memo
         # compares integers, never sets of configurations.
         self.sets: list[_Configs] = []
@@ -486,34 +509,46 @@ class _Replayer:
         self.swap = self._swapper()
 
     # -- the hidden-step search --------------------------------------------
-    def closure(self, configs: _Configs) -> tuple[_Configs, bool]:
-        """Every configuration hidden steps reach from ``configs``; False if the limit cut it."""
-        cached = self._closure.get(configs)
+    def closure(self, set_id: int) -> tuple[_Configs, bool]:
+        """Every configuration hidden steps reach from a set; False if the limit cut it."""
+        cached = self._closure.get(set_id)
         if cached is not None:
             return cached
-        p, hidden, limit = self.p, self.hidden, self.limit
+        configs = self.sets[set_id]
+        succ, limit = self.hidden_successors, self.limit
         seen, frontier = set(configs), list(configs)
         complete = True
         while frontier:
-            c = frontier.pop()
-            groups = hidden.get(c.state)
-            if not groups:
-                continue
-            v = p.view(c)
-            for prm, ts in groups:
-                step = _first_enabled(p, ts, c, v, prm)
-                if step is not None and step[0].observable is None and step[1] not in seen:
+            for after in succ(frontier.pop()):
+                if after not in seen:
                     if len(seen) >= limit:
                         complete = False
                         frontier.clear()
                         break
-                    seen.add(step[1])
-                    frontier.append(step[1])
+                    seen.add(after)
+                    frontier.append(after)
         result = (frozenset(seen), complete)
         if len(self._closure) > _MEMO_LIMIT:
             self._closure.clear()
-        self._closure[configs] = result
+        self._closure[set_id] = result
         return result
+
+    def hidden_successors(self, c: Config) -> tuple[Config, ...]:
+        got = self._hidden.get(c)
+        if got is None:
+            out = []
+            groups = self.hidden.get(c.state)
+            if groups:
+                v = self.p.view(c)
+                for prm, ts in groups:
+                    step = _first_enabled(self.p, ts, c, v, prm)
+                    if step is not None and step[0].observable is None:
+                        out.append(step[1])
+            got = tuple(out)
+            if len(self._hidden) > _MEMO_LIMIT:
+                self._hidden.clear()
+            self._hidden[c] = got
+        return got
 
     def fire(self, c: Config, name: str, params: Mapping[str, Value]) -> Iterator[
             tuple[Transition, Config]]:
@@ -529,18 +564,28 @@ class _Replayer:
             if step is not None and step[0].observable == name:
                 yield step
 
-    def step(self, configs: _Configs, name: str, params: Mapping[str, Value], source: str,
+    def step(self, set_id: int, name: str, params: Mapping[str, Value], source: str,
              dest: str, observed: Mapping[str, Value], role: int) -> tuple[_Configs, bool]:
-        closed, complete = self.closure(configs)
-        index = self._index
+        closed, complete = self.closure(set_id)
+        index, fired, canon = self._index, self._fired, self.m.canon
+        pkey = (name, tuple(sorted(params.items())))
         out = set()
         for c in closed:
             if c.state != source:
                 continue
-            for _t, after in self.fire(c, name, params):
+            key = (c, pkey)
+            afters = fired.get(key)
+            if afters is None:
+                afters = tuple(after for _t, after in self.fire(c, name, params))
+                if len(fired) > _MEMO_LIMIT:
+                    fired.clear()
+                fired[key] = afters
+            for after in afters:
                 if after.state == dest and all(after.values[index[k]] == x
                                                for k, x in observed.items()):
                     out.add(after)
+        if canon is not None:
+            out = {canon(c) for c in out}
         if role == 1 and name in self.m.claims and out:
             out = {self.swap(c) for c in out}
         return frozenset(out), complete
@@ -632,7 +677,7 @@ def _fits(t: Transition, params: Mapping[str, Value]) -> bool:
 # --------------------------------------------------------------------------
 # Diagnostics: what every candidate says, never one picked at random
 # --------------------------------------------------------------------------
-def _diagnose(r: _Replayer, configs: _Configs, e: _Event, line: int, event: Mapping[str, Any],
+def _diagnose(r: _Replayer, configs: int, e: _Event, line: int, event: Mapping[str, Any],
               params: Mapping[str, Value], observed: Mapping[str, Value],
               complete: bool) -> Violation:
     p = r.p
@@ -899,8 +944,7 @@ def _slow_step(r: _Replayer, inst: _Instance, e: _Event, line_no: int, line: byt
     if len(r.checked_vars) > _MEMO_LIMIT:
         r.checked_vars.clear()
     r.checked_vars[vraw] = observed
-    configs = r.sets[inst.configs]
-    after, complete = r.step(configs, e.trigger, model_params, e.from_, e.to, observed, role)
+    after, complete = r.step(inst.configs, e.trigger, model_params, e.from_, e.to, observed, role)
     if after:
         if len(r.memo) > _MEMO_LIMIT:
             r.memo.clear()
@@ -908,7 +952,7 @@ def _slow_step(r: _Replayer, inst: _Instance, e: _Event, line_no: int, line: byt
         inst.configs = got[0]
         inst.truncated = inst.truncated or not complete
         return None
-    return _diagnose(r, configs, e, line_no, _as_dict(line), model_params, observed,
+    return _diagnose(r, inst.configs, e, line_no, _as_dict(line), model_params, observed,
                      complete and not inst.truncated)
 
 

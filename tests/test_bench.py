@@ -33,7 +33,7 @@ KEYS = {
     "impl": {"queries_per_second_1_worker", "queries_per_second_4_workers", "duplicate_executions",
              "raw_commits_per_second", "transactions_per_query", "ratio_to_raw_commits"},
     "lockstep": {"steps_per_second", "noop_steps_per_second", "ratio"},
-    "trace_check": {"events", "events_per_second", "ratio_to_json_parse"},
+    "trace_check": {"events", "events_per_second", "ratio_to_json_parse", "many_workers_ratio"},
     "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
                 "transitions_states_per_second", "transitions_states", "system_states",
                 "system_states_unreduced", "system_seconds"},

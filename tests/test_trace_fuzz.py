@@ -8,7 +8,8 @@ exit 0 or 1 with a reason per violation.
 Property: traces written by random runs of a *three*-worker model conform
 (the checker replays a two-role abstraction of workers), and a single-field
 mutation is judged exactly as a naive replay through the concrete model
-judges it: conforming, or a violation at the mutated line.
+judges it: conforming, or a violation at the mutated line (or, when the
+mutated line is accepted, at a later line it makes inconsistent).
 """
 
 from __future__ import annotations
@@ -235,5 +236,6 @@ def test_a_single_field_mutation_is_judged_as_the_concrete_model_judges_it(
     expected = oracle(lines)
     assert verdicts_of(report, set(expected)) == expected, (
         [v.text() for v in report.violations], expected)
-    # ...which is: still consistent, or reported at the mutated line.
-    assert expected["q"] in (None, line)
+    # ...which is: still consistent, or reported at the mutated line; an accepted change may
+    # make a later line fail (a renamed worker no longer holds the lease), never an earlier one.
+    assert expected["q"] is None or expected["q"] >= line
