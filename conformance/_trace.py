@@ -218,7 +218,7 @@ def _where(exc: BaseException, name: str) -> str:
     return str(exc).replace("`$", f"`$.{name}")
 
 
-def _as_dict(raw: bytes) -> dict[str, Any]:
+def _as_dict(raw: str | bytes) -> dict[str, Any]:
     try:
         obj = json.loads(raw)
     except (ValueError, RecursionError):
@@ -816,110 +816,122 @@ class _Instance:
         self.first_line = line
 
 
-class _Progress:
-    line = 0
-
-
-def _lines_of(source: Iterable[str | bytes], limit: int) -> Iterator[bytes]:
-    total = 0
-    first = True
-    for text in source:
-        raw = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
-        if first:
-            raw = raw.removeprefix(b"\xef\xbb\xbf")
-            first = False
-        total += len(raw)
-        if total > limit:
-            raise TraceError(-1, f"the input is over the limit of {limit:,} bytes")
-        yield raw
-
-
 def check_lines(lines: Iterable[str | bytes], *, first: bool = False,
                 closure_limit: int = CLOSURE_LIMIT,
                 machines: Mapping[str, Machine] | None = None) -> CheckReport:
     """Check a whole trace; raises TraceError on unreadable input, CheckerFault on a defect."""
-    progress = _Progress()
     paused = gc.isenabled()
-    gc.disable()
+    gc.disable()  # a million live events would have the cyclic GC walk them over and over
     try:
-        return _check(_lines_of(lines, MAX_FILE_BYTES), first, closure_limit,
-                      MACHINES if machines is None else machines, progress)
-    except TraceError as exc:
-        if exc.line == -1:
-            raise TraceError(progress.line + 1, exc.message) from None
-        raise
-    except Exception as exc:
-        raise CheckerFault(progress.line, exc) from None
+        return _check(lines, first, closure_limit, MACHINES if machines is None else machines)
     finally:
         if paused:
             gc.enable()
 
 
-def _check(lines: Iterable[bytes], first: bool, closure_limit: int,
-           machines: Mapping[str, Machine], progress: _Progress) -> CheckReport:
+_BOM = b"\xef\xbb\xbf"
+
+
+def _check(lines: Iterable[str | bytes], first: bool, closure_limit: int,
+           machines: Mapping[str, Machine]) -> CheckReport:
+    at = [0]  # the line being read when a fault happens
+    try:
+        return _check_all(lines, first, closure_limit, machines, at)
+    except TraceError:
+        raise
+    except Exception as exc:
+        raise CheckerFault(at[0], exc) from None
+
+
+def _retry(line_no: int, line: str | bytes, exc: Exception) -> _Event | None:
+    """The event of a line that failed to decode: a first line after its BOM; None if blank."""
+    raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+    if line_no == 1 and raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+        try:
+            return _DECODE(raw)
+        except (msgspec.MsgspecError, RecursionError, ValueError) as again:
+            exc = again
+    if not raw.strip():
+        return None
+    raise _unreadable(line_no, raw, exc)
+
+
+def _check_all(lines: Iterable[str | bytes], first: bool, closure_limit: int,
+               machines: Mapping[str, Machine], at: list[int]) -> CheckReport:
     start = time.perf_counter()
     replayers: dict[str, _Replayer] = {}
     instances: dict[tuple[str, str], _Instance] = {}
     violations: list[Violation] = []
     undecided: list[Violation] = []
-    events = 0
+    events = total = 0
     decode = _DECODE
     line_no = 0
     stopped = False
-    for line_no, line in enumerate(lines, start=1):
-        progress.line = line_no
-        try:
-            e = decode(line)
-        except (msgspec.MsgspecError, RecursionError, ValueError) as exc:
-            if not line.strip():
+    try:
+        for line_no, line in enumerate(lines, start=1):
+            try:
+                e = decode(line)
+            except (msgspec.MsgspecError, RecursionError, ValueError) as exc:
+                retried = _retry(line_no, line, exc)
+                if retried is None:
+                    continue
+                e = retried
+            total += len(line)
+            if len(line) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
+                if total > MAX_FILE_BYTES:
+                    raise TraceError(line_no, f"the input is over the limit of {MAX_FILE_BYTES:,} bytes")
+                raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+                raise _unreadable(line_no, raw, ValueError())
+            events += 1
+            inst = instances.get((e.machine, e.instance))
+            if inst is None:
+                r = replayers.get(e.machine)
+                if r is None:
+                    m = machines.get(e.machine)
+                    if m is None:
+                        raise TraceError(line_no, f"unknown machine {e.machine!r}; known machines are "
+                                                  f"{sorted(machines)}")
+                    r = replayers[e.machine] = _Replayer(m, closure_limit)
+                if len(instances) >= MAX_INSTANCES:
+                    raise TraceError(line_no, f"more than {MAX_INSTANCES:,} instances in one check; "
+                                              "split the file by instance")
+                inst = instances[(e.machine, e.instance)] = _Instance(r, line_no)
+            elif inst.done:
                 continue
-            raise _unreadable(line_no, line, exc) from None
-        if len(line) > MAX_LINE_BYTES:
-            raise _unreadable(line_no, line, ValueError())
-        events += 1
-        inst = instances.get((e.machine, e.instance))
-        if inst is None:
-            r = replayers.get(e.machine)
-            if r is None:
-                m = machines.get(e.machine)
-                if m is None:
-                    raise TraceError(line_no, f"unknown machine {e.machine!r}; known machines are "
-                                              f"{sorted(machines)}")
-                r = replayers[e.machine] = _Replayer(m, closure_limit)
-            if len(instances) >= MAX_INSTANCES:
-                raise TraceError(line_no, f"more than {MAX_INSTANCES:,} instances in one check; "
-                                          "split the file by instance")
-            inst = instances[(e.machine, e.instance)] = _Instance(r, line_no)
-        elif inst.done:
-            continue
-        r = inst.replayer
-        rest, name, params = r.params_of(bytes(e.params), line_no)
-        if e.seq != inst.seq + 1:
-            v = _incomplete(inst, e, line_no, line)
-        else:
-            inst.seq = e.seq
-            role = _NO_ROLE if name is None else (0 if name == inst.holder else 1)
-            vraw = bytes(e.vars)
-            key = (inst.configs, e.trigger, rest, role, e.from_, e.to, vraw)
-            got = r.memo.get(key)
-            if got is not None:
-                inst.configs = got[0]
-                if not got[1]:
-                    inst.truncated = True
-                if role == 1 and e.trigger in r.m.claims:
-                    inst.holder = name
-                continue
-            found = _slow_step(r, inst, e, line_no, line, params, role, vraw, key)
-            if found is None:
-                if role == 1 and e.trigger in r.m.claims:
-                    inst.holder = name
-                continue
-            v = found
-        inst.done = True
-        (undecided if v.kind == "undecided" else violations).append(v)
-        if first:
-            stopped = True
-            break
+            r = inst.replayer
+            rest, name, params = r.params_of(bytes(e.params), line_no)
+            if e.seq != inst.seq + 1:
+                v = _incomplete(inst, e, line_no, line)
+            else:
+                inst.seq = e.seq
+                role = _NO_ROLE if name is None else (0 if name == inst.holder else 1)
+                vraw = bytes(e.vars)
+                key = (inst.configs, e.trigger, rest, role, e.from_, e.to, vraw)
+                got = r.memo.get(key)
+                if got is not None:
+                    inst.configs = got[0]
+                    if not got[1]:
+                        inst.truncated = True
+                    if role == 1 and e.trigger in r.m.claims:
+                        inst.holder = name
+                    continue
+                found = _slow_step(r, inst, e, line_no, line, params, role, vraw, key)
+                if found is None:
+                    if role == 1 and e.trigger in r.m.claims:
+                        inst.holder = name
+                    continue
+                v = found
+            inst.done = True
+            (undecided if v.kind == "undecided" else violations).append(v)
+            if first:
+                stopped = True
+                break
+    except TraceError:
+        raise
+    except Exception:
+        at[0] = line_no
+        raise
     if not events:
         raise TraceError(line_no, "no events: the input holds no trace line")
     violations.sort(key=lambda v: v.line)
@@ -928,7 +940,7 @@ def _check(lines: Iterable[bytes], first: bool, closure_limit: int,
                        tuple(undecided), stopped)
 
 
-def _slow_step(r: _Replayer, inst: _Instance, e: _Event, line_no: int, line: bytes,
+def _slow_step(r: _Replayer, inst: _Instance, e: _Event, line_no: int, line: str | bytes,
                params: dict[str, Value], role: int, vraw: bytes,
                key: tuple[Any, ...]) -> Violation | None:
     """A step the memo has not seen: check names and domains, replay, or diagnose."""
@@ -956,7 +968,7 @@ def _slow_step(r: _Replayer, inst: _Instance, e: _Event, line_no: int, line: byt
                      complete and not inst.truncated)
 
 
-def _incomplete(inst: _Instance, e: _Event, line_no: int, line: bytes) -> Violation:
+def _incomplete(inst: _Instance, e: _Event, line_no: int, line: str | bytes) -> Violation:
     expected = inst.seq + 1
     if inst.seq == 0:
         what = (f"the instance starts mid-stream: its first event has seq {e.seq}, and a log "

@@ -297,3 +297,48 @@ def test_export_trace_reads_an_approval_checkpoint_too(tmp_path):
     machines = {json.loads(line)["machine"] for line in out.read_text().splitlines()}
     assert machines == {"approval"}
     assert run_cli("check", str(out)).returncode == 0
+
+
+def test_a_checker_defect_is_a_one_paragraph_report_naming_the_line(monkeypatch, tmp_path):
+    import typer
+    from settled.conformance import _trace
+    from typer.testing import CliRunner
+
+    from settled import _cmd_trace
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    _cmd_trace.register(app)
+
+    def boom(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(_trace._Replayer, "step", boom)
+    with pytest.raises(_trace.CheckerFault, match="while reading line 1 ") as info:
+        check_lines(lines(story()))
+    assert info.value.line == 1 and "ZeroDivisionError" in str(info.value)
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines(story())) + "\n")
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert "line 1" in result.output and "defect of the checker" in result.output
+    result = CliRunner().invoke(app, ["check", str(path), "--json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 3 and doc["exit"] == 3 and doc["line"] == 1
+
+
+def test_cli_reads_stdin_and_json_is_always_one_document():
+    text = "\n".join(lines(story())) + "\n"
+    ok = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-", "--json"], input=text,
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["verdicts"]["conforms"] == 1
+    for given, code in (("", 2), ("{\n", 2),
+                        (text.replace('"submissions": 1', '"submissions": 2'), 1)):
+        result = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-", "--json"],
+                                input=given, capture_output=True, text=True)
+        doc = json.loads(result.stdout)
+        assert result.returncode == code == doc["exit"], result.stdout
+        assert "Traceback" not in result.stderr
+    empty = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-"], input="",
+                           capture_output=True, text=True)
+    assert empty.returncode == 2 and "no events" in empty.stderr
