@@ -342,3 +342,14 @@ def test_cli_reads_stdin_and_json_is_always_one_document():
     empty = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-"], input="",
                            capture_output=True, text=True)
     assert empty.returncode == 2 and "no events" in empty.stderr
+
+
+def test_integral_numbers_the_schema_calls_integers_are_integers():
+    """JSON Schema's integer includes 2.0 and 1e0; a fraction is unreadable, not a crash."""
+    ls = [x.replace('"seq": 3', '"seq": 3.0').replace('"lease_epoch": 1', '"lease_epoch": 1e0')
+          for x in lines(story())]
+    assert check_lines(ls).ok
+    with pytest.raises(TraceError, match=r"line 1: Expected `int`, got `float` - at `\$.seq`"):
+        check_lines([ls[0].replace('"seq": 1', '"seq": 1.5')])
+    with pytest.raises(TraceError, match=r"line 1: vars: .* got `float`"):
+        check_lines([ls[0].replace('"lease_epoch": 0', '"lease_epoch": 0.5')])
