@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from operator import itemgetter
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -580,6 +581,12 @@ class _Replayer:
         closed, complete = self.closure(set_id)
         index, fired, canon = self._index, self._fired, self.m.canon
         pkey = (name, tuple(sorted(params.items())))
+        # The logged values, compared in one C call per candidate (their types were checked
+        # against the domains already, so True never stands for 1 here).
+        names = tuple(observed)
+        wanted = tuple(observed[k] for k in names)
+        pick = itemgetter(*(index[k] for k in names)) if len(names) > 1 else _one_or_none(
+            index[names[0]] if names else None)
         out = set()
         for c in closed:
             if c.state != source:
@@ -592,8 +599,7 @@ class _Replayer:
                     fired.clear()
                 fired[key] = afters
             for after in afters:
-                if after.state == dest and all(after.values[index[k]] == x
-                                               for k, x in observed.items()):
+                if after.state == dest and pick(after.values) == wanted:
                     out.add(after)
         if canon is not None:
             out = {canon(c) for c in out}
@@ -667,6 +673,12 @@ class _Replayer:
             if not d.test(x):
                 return f"variable {k!r} is {json.dumps(x)}, outside its domain ({d.text})"
         return None
+
+
+def _one_or_none(i: int | None) -> Callable[[tuple[Value, ...]], tuple[Value, ...]]:
+    if i is None:
+        return lambda values: ()
+    return lambda values: (values[i],)
 
 
 def _first_enabled(p: Protocol, group: Iterable[Transition], c: Config, v: Mapping[str, Value],
