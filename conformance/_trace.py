@@ -675,6 +675,20 @@ class _Replayer:
         return None
 
 
+# Replayers (and their memos) are kept across checks in one process: the lockstep kit checks
+# thousands of short logs that follow the same few paths. ``settled check`` starts cold.
+REPLAYERS: dict[tuple[int, int], tuple[Machine, _Replayer]] = {}
+
+
+def _replayer(m: Machine, closure_limit: int) -> _Replayer:
+    got = REPLAYERS.get((id(m), closure_limit))
+    if got is None or got[0] is not m:
+        if len(REPLAYERS) > 64:
+            REPLAYERS.clear()
+        got = REPLAYERS[(id(m), closure_limit)] = (m, _Replayer(m, closure_limit))
+    return got[1]
+
+
 def _one_or_none(i: int | None) -> Callable[[tuple[Value, ...]], tuple[Value, ...]]:
     if i is None:
         return lambda values: ()
@@ -927,7 +941,7 @@ def _check_all(lines: Iterable[str | bytes], first: bool, closure_limit: int,
                     if m is None:
                         raise TraceError(line_no, f"unknown machine {e.machine!r}; known machines are "
                                                   f"{sorted(machines)}")
-                    r = replayers[e.machine] = _Replayer(m, closure_limit)
+                    r = replayers[e.machine] = _replayer(m, closure_limit)
                 if len(instances) >= MAX_INSTANCES:
                     raise TraceError(line_no, f"more than {MAX_INSTANCES:,} instances in one check; "
                                               "split the file by instance")
