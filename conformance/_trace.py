@@ -199,7 +199,13 @@ def parse_line(line_no: int, text: str | bytes) -> Event:
 
 def _decode_params(line_no: int, raw: bytes) -> dict[str, Value]:
     try:
-        return _PARAMS(_integers(raw))
+        return _PARAMS(raw)
+    except msgspec.ValidationError as exc:
+        integral = _integers(raw, exc)
+        if integral is not None:
+            return _decode_params(line_no, integral)
+        raise TraceError(line_no, f"params: {_where(exc, 'params')} (a flat object of strings, "
+                                  f"integers and booleans; see the {SCHEMA_ID} schema)") from None
     except (msgspec.MsgspecError, RecursionError) as exc:
         raise TraceError(line_no, f"params: {_where(exc, 'params')} (a flat object of strings, "
                                   f"integers and booleans; see the {SCHEMA_ID} schema)") from None
@@ -207,21 +213,31 @@ def _decode_params(line_no: int, raw: bytes) -> dict[str, Value]:
 
 def _decode_vars(line_no: int, raw: bytes) -> dict[str, Value]:
     try:
-        return _VARS(_integers(raw))
+        return _VARS(raw)
+    except msgspec.ValidationError as exc:
+        integral = _integers(raw, exc)
+        if integral is not None:
+            return _decode_vars(line_no, integral)
+        raise TraceError(line_no, f"vars: {_where(exc, 'vars')} (a flat object of strings, "
+                                  f"integers, booleans and nulls; see the {SCHEMA_ID} schema)") from None
     except (msgspec.MsgspecError, RecursionError) as exc:
         raise TraceError(line_no, f"vars: {_where(exc, 'vars')} (a flat object of strings, "
                                   f"integers, booleans and nulls; see the {SCHEMA_ID} schema)") from None
 
 
-def _integers(raw: bytes) -> bytes:
-    """A flat object with its integral numbers written as integers (2.0 and 2e0 are 2)."""
-    if b"." not in raw and b"e" not in raw and b"E" not in raw:
-        return raw
+def _integers(raw: bytes, exc: Exception) -> bytes | None:
+    """The object with integral numbers written as integers (2.0 and 2e0 are 2, as JSON
+    Schema says), when a float is what the typed decoder refused and rewriting changes it."""
+    if "got `float`" not in str(exc):
+        return None
     try:
         obj = json.loads(raw, parse_float=_integral)
     except (ValueError, RecursionError):
-        return raw  # the typed decoder says what is wrong
-    return json.dumps(obj, ensure_ascii=False).encode() if isinstance(obj, dict) else raw
+        return None
+    if not isinstance(obj, dict) or any(type(x) is float for x in obj.values()):
+        return None
+    again = json.dumps(obj, ensure_ascii=False).encode()
+    return again if again != raw else None
 
 
 def _where(exc: BaseException, name: str) -> str:
@@ -876,6 +892,8 @@ def _check(lines: Iterable[str | bytes], first: bool, closure_limit: int,
         return _check_all(lines, first, closure_limit, machines, at)
     except TraceError:
         raise
+    except OSError as exc:
+        raise TraceError(at[0] + 1, f"cannot read the input: {exc.strerror or exc}") from None
     except Exception as exc:
         raise CheckerFault(at[0], exc) from None
 
