@@ -422,8 +422,8 @@ class Violation:
             shown = len(self.candidates)
             more = (f" ({self.candidates_total - shown} more not shown)"
                     if self.candidates_total > shown else "")
-            parts.append(f"  consistent with the log so far ({self.candidates_total} "
-                         f"configuration(s), logged variables){more}:")
+            parts.append(f"  consistent with the log so far: {self.candidates_total} distinct "
+                         f"over the logged variables{more}:")
             parts += [f"    {_brief(c)}" for c in self.candidates]
             if self.unlogged:
                 parts.append("  not logged, possibly: " + "; ".join(
@@ -1044,7 +1044,9 @@ def _incomplete(inst: _Instance, e: _Event, line_no: int, line: str | bytes) -> 
         what = (f"seq {e.seq} after seq {inst.seq}: events out of order or repeated "
                 f"(expected {expected})")
     else:
-        what = f"seq {e.seq} after seq {inst.seq}: events {expected}..{e.seq - 1} are missing"
+        gap = (f"event {expected} is" if e.seq == expected + 1
+               else f"events {expected}..{e.seq - 1} are")
+        what = f"seq {e.seq} after seq {inst.seq}: {gap} missing"
     return Violation(e.instance, line_no, _as_dict(line), "incomplete_log", what,
                      inst.replayer.p.name)
 

@@ -128,7 +128,7 @@ def test_unreadable_input_is_one_line_error_with_its_line_number(mangle, message
 @pytest.mark.parametrize(("mangle", "line", "kind", "message"), [
     (lambda ls: [ls[0], ls[2], ls[1]] + ls[3:], 2, "incomplete_log", "seq 3 after seq 1"),
     (lambda ls: ls[1:], 1, "incomplete_log", "starts mid-stream"),
-    (lambda ls: ls[:3] + ls[4:], 4, "incomplete_log", "events 4..4 are missing"),
+    (lambda ls: ls[:3] + ls[4:], 4, "incomplete_log", "event 4 is missing"),
     (lambda ls: ls[:3] + [ls[2]] + ls[3:], 4, "incomplete_log", "out of order or repeated"),
     (lambda ls: [ls[0].replace('"drafted"', '"limbo"')] + ls[1:], 1, "out_of_domain",
      "from state 'limbo' is not a state"),
