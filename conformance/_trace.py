@@ -526,6 +526,7 @@ class _Replayer:
                     sets.append(shape)
         self._closure: dict[int, tuple[_Configs, bool]] = {}
         self._hidden: dict[Config, tuple[Config, ...]] = {}
+        self._fitting: dict[tuple[Any, ...], tuple[tuple[Transition, ...], ...]] = {}
         self._fired: dict[tuple[Config, Any], tuple[Config, ...]] = {}
         # Configuration sets are interned: an instance holds a small integer, and the memo
         # compares integers, never sets of configurations.
@@ -581,16 +582,25 @@ class _Replayer:
     def fire(self, c: Config, name: str, params: Mapping[str, Value]) -> Iterator[
             tuple[Transition, Config]]:
         """Every step logged as ``name`` with ``params`` that ``c`` allows (priorities honoured)."""
-        v = None
-        for group in self.observed.get((c.state, name), ()):
-            fitting = tuple(t for t in group if _fits(t, params))
-            if not fitting:
-                continue
-            if v is None:
-                v = self.p.view(c)
+        groups = self.fitting(c.state, name, params)
+        if not groups:
+            return
+        v = self.p.view(c)
+        for fitting in groups:
             step = _first_enabled(self.p, fitting, c, v, params)
             if step is not None and step[0].observable == name:
                 yield step
+
+    def fitting(self, state: str, name: str, params: Mapping[str, Value],
+                pkey: Any = None) -> tuple[tuple[Transition, ...], ...]:
+        """The trigger groups logged as ``name`` from ``state``, cut to those ``params`` fit."""
+        key = (state, pkey or (name, tuple(sorted(params.items()))))
+        groups = self._fitting.get(key)
+        if groups is None:
+            groups = self._fitting[key] = tuple(
+                fitting for group in self.observed.get((state, name), ())
+                if (fitting := tuple(t for t in group if _fits(t, params))))
+        return groups
 
     def step(self, set_id: int, name: str, params: Mapping[str, Value], source: str,
              dest: str, observed: Mapping[str, Value], role: int) -> tuple[_Configs, bool]:
@@ -604,13 +614,21 @@ class _Replayer:
         pick = itemgetter(*(index[k] for k in names)) if len(names) > 1 else _one_or_none(
             index[names[0]] if names else None)
         out = set()
+        groups: tuple[tuple[Transition, ...], ...] | None = None
         for c in closed:
             if c.state != source:
                 continue
             key = (c, pkey)
             afters = fired.get(key)
             if afters is None:
-                afters = tuple(after for _t, after in self.fire(c, name, params))
+                if groups is None:
+                    groups = self.fitting(source, name, params, pkey)
+                afters = ()
+                if groups:
+                    v = self.p.view(c)
+                    afters = tuple(step[1] for fitting in groups
+                                   if (step := _first_enabled(self.p, fitting, c, v, params))
+                                   is not None and step[0].observable == name)
                 if len(fired) > _MEMO_LIMIT:
                     fired.clear()
                 fired[key] = afters
