@@ -985,7 +985,9 @@ def _check_all(lines: Iterable[str | bytes], first: bool, closure_limit: int,
             elif inst.done:
                 continue
             r = inst.replayer
-            rest, name, params = r.params_of(bytes(e.params), line_no)
+            praw = bytes(e.params)
+            known = r.params.get(praw)
+            rest, name, params = known if known is not None else r.params_of(praw, line_no)
             if e.seq != inst.seq + 1:
                 v = _incomplete(inst, e, line_no, line)
             else:
