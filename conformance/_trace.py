@@ -467,13 +467,23 @@ class CheckReport:
 
     @property
     def conforming(self) -> int:
+        """Instances judged conforming (none when --first stopped the reading early)."""
+        return 0 if self.stopped_early else self.unjudged_or_conforming
+
+    @property
+    def unjudged(self) -> int:
+        """Instances left unjudged because --first stopped the reading early."""
+        return self.unjudged_or_conforming if self.stopped_early else 0
+
+    @property
+    def unjudged_or_conforming(self) -> int:
         return self.instances - len(self.violations) - len(self.undecided)
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "exit": self.exit_code, "events": self.events,
                 "instances": self.instances,
                 "verdicts": {"conforms": self.conforming, "violation": len(self.violations),
-                             "undecided": len(self.undecided)},
+                             "undecided": len(self.undecided), "not_judged": self.unjudged},
                 "stopped_early": self.stopped_early, "seconds": round(self.seconds, 3),
                 "violations": [v.to_json() for v in self.violations],
                 "undecided": [v.to_json() for v in self.undecided]}

@@ -60,7 +60,8 @@ def _report(report: CheckReport, name: str, as_json: bool) -> NoReturn:
         raise typer.Exit(code)
     for v in (*report.violations, *report.undecided):
         out.print(v.text(), markup=False)
-    verdicts = [f"{report.conforming} conform"]
+    verdicts = [f"{report.unjudged} not judged" if report.stopped_early
+                else f"{report.conforming} conform"]
     if report.violations:
         verdicts.append(f"{len(report.violations)} violate")
     if report.undecided:

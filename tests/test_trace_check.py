@@ -174,6 +174,7 @@ def test_every_instance_is_judged_and_first_stops_at_the_first():
     assert report.exit_code == 1
     only = check_lines(mixed, first=True)
     assert len(only.violations) == 1 and only.stopped_early
+    assert only.conforming == 0 and only.unjudged == 1  # q7 was read only in part
 
 
 def test_a_bom_and_blank_lines_are_accepted_and_bytes_too():
