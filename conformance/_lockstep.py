@@ -474,6 +474,11 @@ class Runner:
             self.trace_problem = (f"trace_lines() gave a {type(lines[bad - 1]).__name__} as "
                                   f"line {bad}; it must give settled.trace/1 JSON text lines")
             raise AdapterError(self.trace_problem)
+        if not lines:
+            if not self.logged_steps:
+                return  # nothing that leaves an event happened: an empty log is the right one
+            self.trace_problem = "the event log is empty, although the run took steps the log records"
+            raise AdapterError(self.trace_problem)
         try:
             report = check_lines(lines)
         except TraceError as exc:
@@ -490,7 +495,7 @@ class Runner:
         self.trace_events = report.events
         if not report.ok:
             self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
-                                  + report.violations[0].text())
+                                  + (*report.violations, *report.undecided)[0].text())
             raise Divergence(self.trace_problem)
 
 

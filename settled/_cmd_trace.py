@@ -5,39 +5,71 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
-from settled.conformance._trace import TraceError, check_file
+from settled.conformance._trace import CheckerFault, CheckReport, TraceError, check_file
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
+EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE, EXIT_INCOMPLETE = 0, 1, 2, 3
+
 
 def check(
-    trace: Annotated[Path, typer.Argument(help="A settled.trace/1 JSON Lines file.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    trace: Annotated[str, typer.Argument(
+        help="A settled.trace/1 JSON Lines file; - reads standard input.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
+    first: Annotated[bool, typer.Option(
+        "--first", help="Stop at the first instance that does not conform.")] = False,
 ) -> None:
-    """Replay a recorded trace through the model; exit 0 conforming, 1 violations, 2 unreadable."""
+    """Replay a recorded trace through the model, every instance judged.
+
+    Exit 0 every instance conforms; 1 violations (including incomplete logs);
+    2 unreadable input (named by line; an empty file has no events); 3 no
+    verdict: an instance is undecided (the hidden-step search hit its limit)
+    or the checker itself failed.
+    """
+    name = "standard input" if trace == "-" else trace
     try:
-        report = check_file(trace)
+        report = check_file(trace, first=first)
     except TraceError as exc:
-        if as_json:
-            print(json.dumps({"ok": False, "error": str(exc), "line": exc.line}))
-        else:
-            err.print(f"{trace}: {exc}")
-        raise typer.Exit(2) from None
+        _fail(as_json, EXIT_UNREADABLE, f"{name}: {exc}", exc.line, "unreadable")
+    except CheckerFault as exc:
+        _fail(as_json, EXIT_INCOMPLETE, f"{name}: {exc}", exc.line, "checker_fault")
+    except Exception as exc:
+        _fail(as_json, EXIT_INCOMPLETE, f"{name}: {CheckerFault(0, exc)}", 0, "checker_fault")
+    _report(report, name, as_json)
+
+
+def _fail(as_json: bool, code: int, message: str, line: int, kind: str) -> NoReturn:
     if as_json:
-        print(json.dumps(report.to_json(), sort_keys=True))
+        print(json.dumps({"ok": False, "exit": code, "error": kind, "message": message,
+                          "line": line}))
     else:
-        for v in report.violations:
-            out.print(v.text())
-        verdict = "conforms" if report.ok else f"{len(report.violations)} violation(s)"
-        out.print(f"{trace}: {report.events} events, {report.instances} instances: {verdict} "
-                  f"({report.seconds:.2f}s)")
-    raise typer.Exit(0 if report.ok else 1)
+        err.print(message, markup=False)
+    raise typer.Exit(code)
+
+
+def _report(report: CheckReport, name: str, as_json: bool) -> NoReturn:
+    code = report.exit_code
+    if as_json:
+        print(json.dumps(report.to_json(), sort_keys=True, default=str))
+        raise typer.Exit(code)
+    for v in (*report.violations, *report.undecided):
+        out.print(v.text(), markup=False)
+    verdicts = [f"{report.unjudged} not judged" if report.stopped_early
+                else f"{report.conforming} conform"]
+    if report.violations:
+        verdicts.append(f"{len(report.violations)} violate")
+    if report.undecided:
+        verdicts.append(f"{len(report.undecided)} undecided (no verdict: exit 3)")
+    stopped = "; stopped at the first problem (--first)" if report.stopped_early else ""
+    out.print(f"{name}: {report.events} events, {report.instances} instances: "
+              f"{', '.join(verdicts)}{stopped} ({report.seconds:.2f}s)", markup=False)
+    raise typer.Exit(code)
 
 
 def export_trace(

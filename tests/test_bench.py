@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 import typer
+from typer.testing import CliRunner
+
+from settled import _cmd_bench, cli
+from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
+from settled._cmd_bench import register
 from settled.conformance._trace import check_file
 from settled.conformance._tracegen import trace_lines
 from settled.impl import _db, _store, _worker
@@ -23,17 +28,12 @@ from settled.impl._errors import StaleVersion
 from settled.impl._platform import SyntheticPlatform
 from settled.impl._store import QueryStore
 from settled.model import QUERY
-from typer.testing import CliRunner
-
-from settled import _cmd_bench, cli
-from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
-from settled._cmd_bench import register
 
 KEYS = {
     "impl": {"queries_per_second_1_worker", "queries_per_second_4_workers", "duplicate_executions",
              "raw_commits_per_second", "transactions_per_query", "ratio_to_raw_commits"},
     "lockstep": {"steps_per_second", "noop_steps_per_second", "ratio"},
-    "trace_check": {"events", "events_per_second", "ratio_to_json_parse"},
+    "trace_check": {"events", "events_per_second", "ratio_to_json_parse", "many_workers_ratio"},
     "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
                 "transitions_states_per_second", "transitions_states", "system_states",
                 "system_states_unreduced", "system_seconds"},
