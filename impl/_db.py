@@ -76,6 +76,19 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def next_message_seq(conn: sqlite3.Connection) -> int:
+    """The next ``messages.seq``, inside the caller's write transaction.
+
+    Under ``BEGIN IMMEDIATE`` one writer at a time reads the maximum, so
+    ``MAX + 1`` is unique; a PostgreSQL connection draws from a sequence
+    instead (its writers run side by side).
+    """
+    draw = getattr(conn, "next_message_seq", None)
+    if draw is not None:
+        return int(draw())
+    return int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages").fetchone()[0])
+
+
 def apply_schema(conn: sqlite3.Connection, schema: str, version: int, name: str) -> None:
     """Create the schema once and record its version; refuse a file of another version."""
     with write(conn):

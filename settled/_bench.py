@@ -134,8 +134,8 @@ class _World:
     def authorize(self) -> str:
         """The user's side of one query: draft (checked by the platform), a yes, confirm."""
         draft = self.store.request_query(self.task_id, APP_MONTHLY_SQL)
-        message = self.store.receive_message(SESSION, USER, YES, (utc_now(), ZONE))
-        self.store.attribute_message(message.message_id, self.task_id)
+        message = self.store.receive_message(SESSION, USER, YES, (utc_now(), ZONE),
+                                             task_id=self.task_id)
         self.store.confirm(draft.query_id, draft.draft_version, draft.condition_version, YES,
                            message.message_id, self.run_id)
         return str(draft.query_id)
