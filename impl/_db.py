@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from ._errors import Busy
@@ -31,9 +31,29 @@ def connect(path: str | Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> sql
     return conn
 
 
+def write(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; roll back on any error, ``Busy`` on lock timeout.
+
+    A PostgreSQL connection (:class:`._pg.PgConnection`) opens its own kind of
+    transaction instead (see :mod:`._pg` for its isolation levels).
+    """
+    if not isinstance(conn, sqlite3.Connection):
+        return conn.write()  # type: ignore[unreachable, unused-ignore]
+    return _write_sqlite(conn)
+
+
+def row_lock(conn: sqlite3.Connection) -> str:
+    """`` FOR UPDATE`` inside a PostgreSQL write transaction; SQLite's write lock covers every row."""
+    return str(getattr(conn, "row_lock", "")) if conn.in_transaction else ""
+
+
+def skip_locked(conn: sqlite3.Connection) -> str:
+    """`` FOR UPDATE SKIP LOCKED`` on PostgreSQL (a row another worker is stepping is skipped)."""
+    return str(getattr(conn, "skip_locked", "")) if conn.in_transaction else ""
+
+
 @contextmanager
-def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``; roll back on any error, ``Busy`` on lock timeout."""
+def _write_sqlite(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:

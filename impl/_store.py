@@ -33,7 +33,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..model.query import LIVE, QueryState
-from ._db import next_message_seq, write
+from ._db import next_message_seq, row_lock, write
 from ._errors import (
     IdempotencyConflict,
     InvalidInput,
@@ -44,6 +44,7 @@ from ._errors import (
 )
 from ._events import EventRow, apply_step, events, query_vars
 from ._orders_data import shape_problem
+from ._pg import is_url
 from ._platform import SyntheticPlatform
 from ._schema import open_store
 
@@ -273,14 +274,16 @@ def require_clock(value: object) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------- row reads
 def task_row(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row:
-    row: sqlite3.Row | None = conn.execute("SELECT * FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM tasks WHERE task_id = ?" + row_lock(conn),
+                                           (task_id,)).fetchone()
     if row is None:
         raise NotFound(f"no task {task_id!r}; create it first or pass an id create_task returned")
     return row
 
 
 def query_row(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
-    row: sqlite3.Row | None = conn.execute("SELECT * FROM queries WHERE query_id = ?", (query_id,)).fetchone()
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM queries WHERE query_id = ?" + row_lock(conn),
+                                           (query_id,)).fetchone()
     if row is None:
         raise NotFound(f"no query {query_id!r}; pass an id request_query returned")
     return row
@@ -300,7 +303,8 @@ class QueryStore:
 
     def __init__(self, path: str | Path, platform: SyntheticPlatform,
                  clock: Clock | None = None) -> None:
-        self.path = Path(path)
+        # A file path, or a postgresql:// URL (see impl/_pg.py); workers open the same.
+        self.path: Path | str = str(path) if is_url(path) else Path(path)
         self.platform = platform
         self._clock: Clock = clock or utc_now
         self._conn = open_store(self.path)

@@ -50,9 +50,10 @@ from typing import Any, Final
 from ..model.query import LIVE, MAX_SUBMISSIONS
 from ..model.query import QueryState as S
 from ._crash import CrashPoints
-from ._db import next_message_seq, write
-from ._errors import InvalidInput, NotAllowed, PlatformUnavailable, StaleLease
+from ._db import next_message_seq, skip_locked, write
+from ._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
 from ._events import apply_step
+from ._pg import WriteConflict
 from ._platform import LookupAnswer, PlatformStatus, SyntheticPlatform
 from ._schema import open_store
 from ._store import Clock, iso, message_row, new_id, query_row, require_id, task_row, utc_now
@@ -83,7 +84,7 @@ class Worker:
         self.held: dict[str, int] = {}  # query_id -> the lease_epoch this worker claimed with
         self._clock: Clock = clock or utc_now
         self._crash = crash or CrashPoints()
-        self._conn = open_store(store_path)
+        self._conn = open_store(store_path, worker=True)
 
     def close(self) -> None:
         self._conn.close()
@@ -185,12 +186,13 @@ class Worker:
         now = self._now()
         with write(self._conn) as conn:
             if query_id is not None:
-                row = query_row(conn, require_id("query_id", query_id))
+                row = self._claim_row(conn, require_id("query_id", query_id))
                 reason = self._unclaimable(row, now)
                 if reason:
                     raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
             else:
-                found = next((r for r in self._live(conn) if not self._unclaimable(r, now)), None)
+                found = next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
+                             None)
                 if found is None:
                     return None
                 row = found
@@ -209,6 +211,27 @@ class Worker:
         if submitting:
             self._crash.hit("after_submitting_commit")
         return str(row["query_id"])
+
+    def _claim_row(self, conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
+        # SKIP LOCKED on PostgreSQL: a row another worker's transaction holds is
+        # not waited for; that worker is stepping it right now.
+        row: sqlite3.Row | None = conn.execute(
+            "SELECT * FROM queries WHERE query_id = ?" + skip_locked(conn), (query_id,)).fetchone()
+        if row is not None:
+            return row
+        if conn.execute("SELECT 1 FROM queries WHERE query_id = ?", (query_id,)).fetchone() is None:
+            raise NotFound(f"no query {query_id!r}; pass an id request_query returned")
+        raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: another worker's "
+                         "transaction holds its row right now; look again next pass")
+
+    @staticmethod
+    def _claimable(conn: sqlite3.Connection, now: datetime) -> list[sqlite3.Row]:
+        """Up to 8 live queries nobody holds a running lease on, oldest first (SKIP LOCKED)."""
+        marks = ", ".join("?" for _ in LIVE)
+        return conn.execute(
+            f"SELECT * FROM queries WHERE execution_state IN ({marks}) AND (lease_owner IS NULL "
+            "OR lease_expires_at IS NULL OR lease_expires_at <= ?) ORDER BY created_at, query_id "
+            "LIMIT 8" + skip_locked(conn), [*(s.value for s in LIVE), now.timestamp()]).fetchall()
 
     @staticmethod
     def _live(conn: sqlite3.Connection) -> list[sqlite3.Row]:
@@ -471,6 +494,9 @@ class Worker:
                 self.advance(qid)
             except NotAllowed:  # StaleLease included
                 continue  # taken over or cancelled meanwhile: look again next pass
+            except WriteConflict:
+                progress = True  # PostgreSQL aborted a write for a concurrent one: nothing
+                continue  # was written; the next pass looks at this query again
             progress = progress or self._event_count(qid) != before
         return progress
 
