@@ -26,6 +26,7 @@ from typing import Any
 
 from settled.impl._crash import CrashNow, CrashPoints
 from settled.impl._errors import CallerError
+from settled.impl._pg import release_store, scratch_store
 from settled.impl._platform import APP_MONTHLY_SQL, Fault, SyntheticPlatform
 from settled.impl._store import QueryStore
 from settled.impl._worker import Worker
@@ -88,7 +89,8 @@ class QueryAdapter(Adapter):
     worker_class: type[Worker] = Worker
     store_class: type[QueryStore] = QueryStore
 
-    def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None) -> None:
+    def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None,
+                 store: str | None = None) -> None:
         self.protocol: Protocol = build_query_machine(workers=workers)
         self.instances = instances
         # Real files and transactions; on a RAM disk where there is one, so a
@@ -99,7 +101,10 @@ class QueryAdapter(Adapter):
                                                                         dir=base)
         self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
         self.platform = SyntheticPlatform(self.dir / "platform")
-        self.store_path = self.dir / "agent.db"
+        # ``store``: a postgresql:// URL; each adapter gets a fresh schema in that
+        # database (dropped on close) instead of a fresh file.
+        self._scratch = None if store is None else scratch_store(store, "query")
+        self.store_path: Path | str = self._scratch or self.dir / "agent.db"
         self.store = self.store_class(self.store_path, self.platform)
         self.workers = [self._worker(w) for w in range(workers)]
         self.items = [_Instance(self.store, n) for n in range(instances)]
@@ -273,5 +278,7 @@ class QueryAdapter(Adapter):
             w.close()
         self.store.close()
         self.platform.close()
+        if self._scratch is not None:
+            release_store(self._scratch, "query")
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -31,22 +31,25 @@ class Suite:
                              forbidden=self.forbidden, name=name or self.machine)
 
 
-def query_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
+    """``store``: a postgresql:// URL to run against (a fresh schema per run); default files."""
     from ._query_adapter import FORBIDDEN, QueryAdapter
 
     cls = adapter_class or QueryAdapter
-    return Suite("query", build_query_machine(workers=2), lambda: cls(3, 2),  # type: ignore[call-arg]
+    return Suite("query", build_query_machine(workers=2),
+                 lambda: cls(3, 2, store=store),  # type: ignore[call-arg]
                  instances=3, forbidden=FORBIDDEN)
 
 
-def approval_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+def approval_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
+    """``store``: a postgresql:// URL for the business store (a fresh schema per run)."""
     from settled.model import APPROVAL
 
     from ._approval_adapter import FORBIDDEN, ApprovalAdapter
 
     cls = adapter_class or ApprovalAdapter
-    return Suite("approval", APPROVAL, lambda: cls(3), instances=3,  # type: ignore[call-arg]
-                 forbidden=FORBIDDEN)
+    return Suite("approval", APPROVAL, lambda: cls(3, store=store),  # type: ignore[call-arg]
+                 instances=3, forbidden=FORBIDDEN)
 
 
 # machine name -> suite builder taking an optional adapter class (a mutant's)

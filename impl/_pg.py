@@ -39,12 +39,13 @@ stores. What differs is said here, once:
 - **Append-only log.** A trigger refuses UPDATE and DELETE on the event log.
 - **Scratch stores.** A URL may carry ``options=-csearch_path=<schema>``;
   :func:`scratch_store` makes a fresh schema for a throwaway store inside an
-  existing database (one per lockstep example) and :func:`drop_store`
+  existing database (one per lockstep example) and :func:`release_store`
   removes it.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import re
 import time
@@ -63,9 +64,10 @@ __all__ = [
     "WriteConflict",
     "apply_schema",
     "connect",
-    "drop_store",
     "is_url",
+    "missing_database",
     "redact",
+    "release_store",
     "scratch_store",
 ]
 
@@ -140,8 +142,15 @@ class PgConnection:
 
         if isolation not in (USER_SIDE, WORKER_SIDE):
             raise InvalidInput(f"isolation {isolation!r}; use {USER_SIDE!r} or {WORKER_SIDE!r}")
+        from psycopg.conninfo import conninfo_to_dict
+
+        # Session settings travel with the connection request (no extra round trips).
+        given = str(conninfo_to_dict(url).get("options") or "")
+        options = (f"{given} -c synchronous_commit=on "
+                   f"-c lock_timeout={int(busy_timeout * 1000)}").strip()
         try:
-            self._conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory)
+            self._conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory,
+                                         options=options)
         except psycopg.OperationalError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise NotFound(f"cannot connect to the PostgreSQL store {redact(url)!r} ({first}); "
@@ -149,8 +158,6 @@ class PgConnection:
         self.url = url
         self.isolation = isolation
         self._open = False
-        self._conn.execute("SET synchronous_commit = on")
-        self._conn.execute(f"SET lock_timeout = '{int(busy_timeout * 1000)}ms'")
 
     # -- the sqlite3.Connection subset ---------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -248,6 +255,12 @@ def apply_schema(conn: PgConnection, schema: str, version: int, name: str,
     """
     import psycopg
 
+    try:  # the common case, one round trip: the schema is there at this version
+        row = conn.execute("SELECT version FROM schema_version WHERE name = ?", (name,)).fetchone()
+    except psycopg.errors.UndefinedTable:
+        row = None
+    if row is not None and row["version"] == version:
+        return
     for attempt in range(20):
         try:
             with conn.write():
@@ -289,22 +302,66 @@ def _search_path(url: str) -> str | None:
     return None
 
 
-def scratch_store(url: str) -> str:
-    """A fresh, empty schema in the database at ``url``; the URL that points at it."""
+_POOL: dict[tuple[str, str], list[str]] = {}  # (server URL, kind) -> emptied scratch stores
+
+
+def scratch_store(url: str, kind: str = "store") -> str:
+    """A fresh, empty schema in the database at ``url``; the URL that points at it.
+
+    A campaign makes hundreds of throwaway stores; one released with
+    :func:`release_store` is emptied and handed out again to the next caller of
+    the same ``kind`` in this process (its tables are already there), and
+    every pooled schema is dropped when the process exits.
+    """
     import psycopg
 
-    schema = f"settled_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_with_search_path(url, None), autocommit=True) as conn:
+    base = _with_search_path(url, None)
+    pooled = _POOL.get((base, kind))
+    if pooled:
+        return pooled.pop()
+    schema = f"settled_{kind}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     return _with_search_path(url, schema)
 
 
-def drop_store(url: str) -> None:
-    """Drop the schema a :func:`scratch_store` URL points at (and everything in it)."""
+def release_store(url: str, kind: str = "store") -> None:
+    """Empty the schema a :func:`scratch_store` URL points at and keep it for reuse."""
     import psycopg
 
+    schema = _scratch_schema(url)
+    with psycopg.connect(_with_search_path(url, None), autocommit=True) as conn, conn.transaction():
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename != "
+            "'schema_version'", (schema,))]
+        if tables:
+            conn.execute("TRUNCATE " + ", ".join(f"{schema}.{t}" for t in tables) + " CASCADE")
+        for (sequence,) in conn.execute(
+                "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)).fetchall():
+            conn.execute(f"ALTER SEQUENCE {schema}.{sequence} RESTART")
+    _POOL.setdefault((_with_search_path(url, None), kind), []).append(url)
+
+
+def _scratch_schema(url: str) -> str:
     schema = _search_path(url)
-    if schema is None or not re.fullmatch(r"settled_[0-9a-f]{12}", schema):
+    if schema is None or not re.fullmatch(r"settled_[a-z]+_[0-9a-f]{12}", schema):
         raise InvalidInput(f"{redact(url)!r} does not point at a scratch store; refusing to drop")
-    with psycopg.connect(_with_search_path(url, None), autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    return schema
+
+
+@atexit.register
+def _drop_pooled() -> None:
+    import psycopg
+
+    for (base, _kind), urls in list(_POOL.items()):
+        with contextlib.suppress(psycopg.Error), psycopg.connect(base, autocommit=True,
+                                                                 connect_timeout=5) as conn:
+            for url in urls:
+                conn.execute(f"DROP SCHEMA IF EXISTS {_scratch_schema(url)} CASCADE")
+    _POOL.clear()
+
+
+def missing_database(url: str) -> str:
+    """The URL of a database that does not exist on the same server (an unreachable store)."""
+    parts = urlsplit(_with_search_path(url, None))
+    return urlunsplit(parts._replace(path=f"/settled_missing_{uuid.uuid4().hex[:12]}"))
