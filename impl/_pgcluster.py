@@ -1,8 +1,9 @@
 """A throwaway PostgreSQL cluster: ``initdb`` and ``pg_ctl`` in a temporary folder.
 
-For tests, ``settled verify --store pg`` and the bench. :func:`find_binaries`
-looks for the server binaries (``$SETTLED_PG_BIN``, then ``initdb`` on the
-PATH, then ``/usr/lib/postgresql/<version>/bin``, newest first).
+For tests, ``settled verify --store temp-postgres`` and the bench.
+:func:`find_binaries` looks for the server binaries: in ``$SETTLED_PG_BIN``
+alone when it is set, else next to ``initdb`` on the PATH, then in
+``/usr/lib/postgresql/<version>/bin``, newest first.
 :class:`Cluster` initialises a data folder, starts the server on a Unix
 socket inside the same folder (no TCP port, nothing to collide with), creates
 the ``settled`` database and hands out its URL; :meth:`Cluster.stop` stops the
@@ -45,6 +46,8 @@ def find_binaries() -> Path | None:
     """The folder holding ``initdb``, ``pg_ctl`` and ``postgres``, or None if there is none."""
     wanted = os.environ.get("SETTLED_PG_BIN")
     candidates: list[Path] = [Path(wanted)] if wanted else []
+    if wanted:  # said explicitly: that folder or nothing, never a silent fallback
+        return candidates[0] if _complete(candidates[0]) else None
     on_path = shutil.which("initdb")
     if on_path:
         candidates.append(Path(on_path).resolve().parent)
@@ -52,10 +55,11 @@ def find_binaries() -> Path | None:
     if root.is_dir():
         versions = sorted((p for p in root.iterdir() if p.name.isdigit()), key=lambda p: -int(p.name))
         candidates += [v / "bin" for v in versions]
-    for folder in candidates:
-        if all((folder / name).is_file() for name in ("initdb", "pg_ctl", "postgres")):
-            return folder
-    return None
+    return next((folder for folder in candidates if _complete(folder)), None)
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in ("initdb", "pg_ctl", "postgres"))
 
 
 class Cluster:
