@@ -23,7 +23,7 @@ from typing import Final
 
 from settled.impl._pg import is_url, redact
 
-__all__ = ["ENV", "TEMP", "StoreError", "chosen", "resolved_store"]
+__all__ = ["ENV", "TEMP", "StoreError", "chosen", "reachable", "resolved_store"]
 
 ENV: Final = "SETTLED_STORE"
 TEMP: Final = "temp-postgres"
@@ -63,11 +63,12 @@ def resolved_store(value: str | None) -> Iterator[str | None]:
     if not is_url(value):
         raise StoreError(f"--store {value!r} is neither 'sqlite', {TEMP!r} nor a postgresql:// URL; "
                          "pass e.g. postgresql://user@host:5432/dbname")
-    _reachable(value)
+    reachable(value)
     yield value
 
 
-def _reachable(url: str) -> None:
+def reachable(url: str) -> None:
+    """StoreError (one line) unless a connection to ``url`` works."""
     import psycopg
 
     try:
