@@ -485,11 +485,12 @@ class Worker:
         now = self._now()
         for row in self._live(self._conn):
             qid = row["query_id"]
+            mine = self.held.get(qid) == row["lease_epoch"]
+            if not mine and self._unclaimable(row, now):
+                continue  # another worker's lease runs: not ours to look at this pass
             before = self._event_count(qid)
             try:
-                if self.held.get(qid) != row["lease_epoch"]:
-                    if self._unclaimable(row, now):
-                        continue
+                if not mine:
                     self.claim(qid, begin_submit=True)
                 self.advance(qid)
             except NotAllowed:  # StaleLease included
