@@ -34,7 +34,8 @@ def summary(result: dict[str, Any]) -> Table:
             f"{_mark(ex['ok'])} {ex['states']:,} states, {ex['seconds']}s",
             _system_cell(m["system"]),
             f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs, {ls.get('steps', 0):,} steps, "
-            f"{ls.get('seconds', 0)}s",
+            f"{ls.get('seconds', 0)}s"
+            + (" on PostgreSQL" if str(ls.get("store", "")).startswith("PostgreSQL") else ""),
             f"{_mark(tc['ok'])} {tc['events']:,} events", _mark(m["ok"]))
     views = result["views"]
     table.add_row("views", "", "", "", "", "",
