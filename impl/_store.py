@@ -6,7 +6,10 @@ fix), then runs ONE ``BEGIN IMMEDIATE`` transaction that re-reads every row
 its decision depends on, checks the protocol, and writes. Any refusal raised
 inside the transaction rolls it back, so a refused call changes no row. The
 write lock is the session lock of Q9: receiving a message and confirming a
-query can never interleave.
+query can never interleave. On PostgreSQL (``path`` a ``postgresql://`` URL)
+the same transaction runs SERIALIZABLE, which gives the same guarantee: a
+concurrent writer that would make the decision stale aborts one side with
+:class:`._pg.WriteConflict`, nothing written (see :mod:`._pg`).
 
 A query's state changes only through :func:`._events.apply_step`, which logs
 the model's event in the same transaction. The store fires the user's

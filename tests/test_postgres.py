@@ -492,3 +492,99 @@ def test_without_a_server_ci_fails_instead_of_skipping(tmp_path: Path) -> None:
     done = _run_this_module({"CI": "true"}, tmp_path)
     assert done.returncode != 0
     assert "CI=true and no PostgreSQL server binaries" in done.stdout
+
+
+# --------------------------------------------------------------------------- business store
+BUSINESS_CHILD = """
+import os, sys
+from settled.impl._business import BusinessStore
+
+store, point = sys.argv[1:3]
+
+def hook(name):
+    if name == point:
+        os._exit(17)
+
+BusinessStore.open(store, hook=hook).adjust_stock("tok-1", {"sku": "A1001", "delta": 5})
+"""
+
+
+@pytest.mark.rule("W6")
+@pytest.mark.parametrize(("point", "found", "stock"), [("before_commit", False, 100),
+                                                       ("after_commit", True, 105)])
+def test_a_hard_exit_in_a_business_call_on_postgresql_leaves_all_or_nothing(
+        store_url: str, point: str, found: bool, stock: int) -> None:
+    from settled.impl._reconciler import LookupStatus, lookup
+
+    BusinessStore.create(store_url).close()
+    child = subprocess.run([sys.executable, "-c", BUSINESS_CHILD, store_url, point],
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == 17, child.stderr
+    args = {"sku": "A1001", "delta": 5}
+    answer = lookup(store_url, "tok-1", "adjust_stock", args)
+    assert answer.status is (LookupStatus.FOUND if found else LookupStatus.ABSENT)
+    with BusinessStore.open(store_url) as business:
+        assert business.stock("A1001") == stock
+        assert business.adjust_stock("tok-1", args)["stock_after"] == 105
+        assert business.stock("A1001") == 105
+
+
+def test_a_lookup_of_an_unreachable_postgresql_store_fails_and_is_never_absent(
+        pg_url: str) -> None:
+    from settled.impl._errors import LookupFailed
+    from settled.impl._reconciler import lookup
+
+    with pytest.raises(LookupFailed, match="unknown, not absent"):
+        lookup(_pg.missing_database(pg_url), "tok-1", "adjust_stock", {"sku": "A1001", "delta": 5})
+
+
+ORDERER = """
+import json, sys
+from settled.impl._business import BusinessStore
+from settled.impl._errors import Busy, SettledError
+
+store, p = sys.argv[1:3]
+outcomes = []
+with BusinessStore.open(store) as business:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for i in range(5):
+        args = {"customer": f"c{p}", "items": [{"sku": "S1", "quantity": 2}]}
+        for _ in range(50):
+            try:
+                business.create_order(f"p{p}-{i}", args)
+                outcomes.append("ok")
+                break
+            except Busy:
+                continue
+            except SettledError as exc:
+                outcomes.append(type(exc).__name__)
+                break
+print(json.dumps(outcomes), flush=True)
+"""
+
+
+@pytest.mark.rule("W6")
+def test_parallel_orders_on_postgresql_never_oversell(store_url: str) -> None:
+    from settled.impl._business import Product
+
+    BusinessStore.create(store_url, [Product("S1", "Scarce", 15)]).close()
+    racers = [subprocess.Popen([sys.executable, "-c", ORDERER, store_url, str(p)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for p in range(4)]
+    for p in racers:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    for p in racers:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.close()
+    outcomes: list[str] = []
+    for p in racers:
+        assert p.wait(timeout=120) == 0, p.stderr.read() if p.stderr else ""
+        assert p.stdout is not None
+        outcomes += json.loads(p.stdout.read())
+    accepted = outcomes.count("ok")
+    assert set(outcomes) == {"ok", "InsufficientStock"}
+    with BusinessStore.open(store_url) as business:
+        assert business.stock("S1") == 15 - 2 * accepted == 1
+        assert len(business.snapshot()["orders"]) == accepted == 7
