@@ -30,6 +30,7 @@ from typing import Any
 from settled.conformance import Adapter, Refused
 from settled.impl._crash import CrashNow, CrashPoints
 from settled.impl._errors import CallerError
+from settled.impl._pg import release_store, scratch_store
 from settled.impl._platform import APP_MONTHLY_SQL, Fault, SyntheticPlatform
 from settled.impl._store import QueryStore
 from settled.impl._worker import Worker
@@ -100,7 +101,7 @@ def _template(store_class: type[QueryStore], instances: int,
     return found
 
 
-def _side_notification(store: QueryStore, platform: SyntheticPlatform, store_path: Path,
+def _side_notification(store: QueryStore, platform: SyntheticPlatform, store_path: Path | str,
                        worker_class: type[Worker], item: _Instance) -> str:
     """A real result notification in ``item``'s session, made by running a side query.
 
@@ -141,7 +142,8 @@ class QueryAdapter(Adapter):
     worker_class: type[Worker] = Worker
     store_class: type[QueryStore] = QueryStore
 
-    def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None) -> None:
+    def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None,
+                 store: str | None = None) -> None:
         self.protocol: Protocol = _machine(workers)
         self.instances = instances
         # Real files and transactions; on a RAM disk where there is one, so a
@@ -154,11 +156,15 @@ class QueryAdapter(Adapter):
         # A fresh run starts from a copy of a template (the orders filled, the schemas
         # applied, each instance's task, run and message committed), made once per process:
         # the same files a fresh setup writes, without its dozen commits per run.
-        template = None if directory else _template(self.store_class, instances, base)
+        # Not for a PostgreSQL store: its rows live in the database, not in the copied files.
+        template = None if directory or store is not None else _template(self.store_class, instances, base)
         if template is not None:
             shutil.copytree(template[0], self.dir, dirs_exist_ok=True)
         self.platform = SyntheticPlatform(self.dir / "platform")
-        self.store_path = self.dir / "agent.db"
+        # ``store``: a postgresql:// URL; each adapter gets a fresh schema in that
+        # database (dropped on close) instead of a fresh file.
+        self._scratch = None if store is None else scratch_store(store, "query")
+        self.store_path: Path | str = self._scratch or self.dir / "agent.db"
         self.store = self.store_class(self.store_path, self.platform)
         self.workers = [self._worker(w) for w in range(workers)]
         self.items = ([copy.copy(item) for item in template[1]] if template is not None
@@ -316,5 +322,7 @@ class QueryAdapter(Adapter):
             w.close()
         self.store.close()
         self.platform.close()
+        if self._scratch is not None:
+            release_store(self._scratch, "query")
         if self._tmp is not None:
             self._tmp.cleanup()

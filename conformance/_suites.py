@@ -39,23 +39,25 @@ def _query_machine(workers: int) -> Protocol:
     return build_query_machine(workers=workers)
 
 
-def query_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
+    """``store``: a postgresql:// URL to run against (a fresh schema per run); default files."""
     from ._query_adapter import QueryAdapter
 
     cls = adapter_class or QueryAdapter
     protocol = _query_machine(2)
-    return Suite("query", protocol, lambda: cls(3, 2),  # type: ignore[call-arg]
+    return Suite("query", protocol, lambda: cls(3, 2, store=store),  # type: ignore[call-arg]
                  instances=3, forbidden=protocol.refusable)
 
 
-def approval_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+def approval_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
+    """``store``: a postgresql:// URL for the business store (a fresh schema per run)."""
     from settled.model import APPROVAL
 
     from ._approval_adapter import ApprovalAdapter
 
     cls = adapter_class or ApprovalAdapter
-    return Suite("approval", APPROVAL, lambda: cls(3), instances=3,  # type: ignore[call-arg]
-                 forbidden=APPROVAL.refusable)
+    return Suite("approval", APPROVAL, lambda: cls(3, store=store),  # type: ignore[call-arg]
+                 instances=3, forbidden=APPROVAL.refusable)
 
 
 # machine name -> suite builder taking an optional adapter class (a mutant's)

@@ -66,7 +66,7 @@ from settled.conformance._lockstep import MIN_STEPS
 from settled.conformance._suites import query_suite
 from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of
-from settled.impl import _db
+from settled.impl import _db, _pg
 from settled.impl._demo_approval import bench_approval
 from settled.impl._errors import Busy
 from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
@@ -84,6 +84,7 @@ SESSION, USER, ZONE = "bench-session", "bench-user", "Asia/Shanghai"
 YES = "run it"  # the user's whole confirming message, quoted back by confirm (Q5)
 LEASE_SECONDS = 30
 RACERS = 4
+WORKER_COUNTS = (1, 2, 4, 8)  # worker processes racing over one store, side by side per store
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +138,8 @@ class _World:
     def authorize(self) -> str:
         """The user's side of one query: draft (checked by the platform), a yes, confirm."""
         draft = self.store.request_query(self.task_id, APP_MONTHLY_SQL)
-        message = self.store.receive_message(SESSION, USER, YES, (utc_now(), ZONE))
-        self.store.attribute_message(message.message_id, self.task_id)
+        message = self.store.receive_message(SESSION, USER, YES, (utc_now(), ZONE),
+                                             task_id=self.task_id)
         self.store.confirm(draft.query_id, draft.draft_version, draft.condition_version, YES,
                            message.message_id, self.run_id)
         return str(draft.query_id)
@@ -150,14 +151,20 @@ class _World:
 
 
 @contextmanager
-def _world(directory: Path) -> Iterator[_World]:
+def _world(directory: Path, store_url: str | None = None) -> Iterator[_World]:
+    """``store_url``: a PostgreSQL store (a fresh schema in it); default a file in ``directory``."""
     # auto_complete_after_polls=1: the worker's first lookup finds the query
     # finished, so a query settles with one submit and one lookup.
+    directory.mkdir(parents=True, exist_ok=True)
+    scratch = None if store_url is None else _pg.scratch_store(store_url, "bench")
+    at: Path | str = scratch or directory / "store.db"
     with SyntheticPlatform(directory / "platform", auto_complete_after_polls=1) as platform, \
-            QueryStore(directory / "store.db", platform) as store, \
-            Worker(directory / "store.db", platform, "w1", LEASE_SECONDS) as worker:
+            QueryStore(at, platform) as store, \
+            Worker(at, platform, "w1", LEASE_SECONDS) as worker:
         task = store.create_task(USER, SESSION, {"month": "2026-01", "channel": "app"})
         yield _World(store, worker, platform, task.task_id, store.start_run(SESSION))
+    if scratch is not None:
+        _pg.release_store(scratch, "bench")
 
 
 @contextmanager
@@ -247,20 +254,22 @@ def _race_worker(store_path: str, platform_dir: str, name: str, ready: Any) -> N
         raise
 
 
-def _race(directory: Path, n: int, say: Say) -> tuple[float, int]:
-    """(wall seconds for ``RACERS`` worker processes to settle ``n`` queued queries, duplicates)."""
-    with _world(directory) as world:
+def _race(directory: Path, n: int, say: Say, racers_n: int = RACERS,
+          store_url: str | None = None) -> tuple[float, int]:
+    """(wall seconds for ``racers_n`` worker processes to settle ``n`` queued queries, duplicates)."""
+    with _world(directory, store_url) as world:
         ids = [world.authorize() for _ in range(n)]
-        say(f"impl: {n} queries queued; {RACERS} worker processes race over them")
+        kind = "SQLite" if store_url is None else "PostgreSQL"
+        say(f"impl: {n} queries queued on {kind}; {racers_n} worker processes race over them")
         # fork: the racers start in milliseconds and never import a main module.
         # They open their own connections and never touch the parent's (SQLite
         # forbids using a connection on both sides of a fork), and a forked
         # multiprocessing child leaves through os._exit, so it closes none either.
         context = multiprocessing.get_context("fork")
-        ready = context.Barrier(RACERS + 1)
+        ready = context.Barrier(racers_n + 1)
         racers = [context.Process(target=_race_worker, name=f"settled-bench-p{i}", args=(
             str(world.store.path), str(world.platform.directory), f"p{i}", ready))
-            for i in range(RACERS)]
+            for i in range(racers_n)]
         for p in racers:
             p.start()
         # Every racer has opened its files: start the clock. A broken barrier
@@ -281,8 +290,13 @@ def _race(directory: Path, n: int, say: Say) -> tuple[float, int]:
         return seconds, _settled_check(world.store, world.platform, world.task_id, ids)
 
 
-def bench_impl(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
-    """Queries per second end to end, commits they need, and four racing worker processes."""
+def bench_impl(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None,
+               store_url: str | None = None, skipped: str | None = None) -> dict[str, Any]:
+    """Queries per second end to end, commits they need, worker processes racing on each store.
+
+    ``store_url``: the PostgreSQL server for the ``postgres`` figures (None:
+    they are skipped, and ``skipped`` says why).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     raw = _db.connect(directory / "raw-commits.db")
     try:
@@ -296,18 +310,63 @@ def bench_impl(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None) 
             duplicates = _settled_check(world.store, world.platform, world.task_id, ids)
     finally:
         raw.close()
-    race_s, race_duplicates = _race(directory / "four-workers", sizes.race_queries, say)
+    pg_counts = _pg_commits(directory / "pg-one-worker", store_url)
+    scaling = _scaling(directory / "scaling", sizes, say, store_url)
     per_query, queries = sum(counts.values()), sizes.rounds * sizes.queries_per_round
     qps, raw_rate = _rate(queries, query_s), _rate(sizes.rounds * sizes.raw_commits_per_round, raw_s)
+    sqlite = scaling["sqlite"]
+    sqlite["commits_per_query"] = _agent_commits(counts)
+    postgres: dict[str, Any] = {"skipped": skipped or "no PostgreSQL store given"}
+    if store_url is not None and pg_counts is not None:
+        postgres = scaling["postgres"]
+        postgres["commits_per_query"] = _agent_commits(pg_counts)
+        postgres["commits_by_module"] = dict(sorted(pg_counts.items()))
     return {"queries_per_second_1_worker": qps,
-            "queries_per_second_4_workers": _rate(sizes.race_queries, race_s),
-            "duplicate_executions": duplicates + race_duplicates,
+            "queries_per_second_4_workers": sqlite["queries_per_second"]["4"],
+            "duplicate_executions": duplicates + sqlite["duplicate_executions"],
             "raw_commits_per_second": raw_rate,
             "transactions_per_query": per_query,
+            "commits_per_query": {"sqlite": sqlite["commits_per_query"],
+                                  "postgres": postgres.get("commits_per_query")},
             "ratio_to_raw_commits": _ratio(qps * per_query, raw_rate),
             "transactions_by_module": dict(sorted(counts.items())),
             "queries_1_worker": queries, "queries_4_workers": sizes.race_queries,
+            "queries_per_race": sizes.race_queries,
+            "sqlite": sqlite, "postgres": postgres,
             "filesystem": filesystem_of(directory)}
+
+
+def _agent_commits(counts: Counter[str]) -> int:
+    """Commits of the agent's own store (the store and worker modules), not the platform's."""
+    return sum(n for module, n in counts.items() if module != "platform")
+
+
+def _pg_commits(directory: Path, store_url: str | None) -> Counter[str] | None:
+    """The commits of one happy-path query on PostgreSQL, by module (None without a server)."""
+    if store_url is None:
+        return None
+    with _world(directory, store_url) as world:
+        world.settle_one()
+        with count_transactions() as counts:
+            world.settle_one()
+    return counts
+
+
+def _scaling(directory: Path, sizes: Sizes, say: Say, store_url: str | None) -> dict[str, Any]:
+    """Queries/s at each process count, the two stores interleaved count by count."""
+    stores = {"sqlite": None} if store_url is None else {"sqlite": None, "postgres": store_url}
+    rates: dict[str, dict[str, float]] = {kind: {} for kind in stores}
+    dupes = dict.fromkeys(stores, 0)
+    for n in WORKER_COUNTS:
+        for kind, url in stores.items():
+            seconds, duplicates = _race(directory / f"{kind}-{n}", sizes.race_queries, say, n, url)
+            rates[kind][str(n)] = _rate(sizes.race_queries, seconds)
+            dupes[kind] += duplicates
+    return {kind: {"queries_per_second": rates[kind],
+                   # what 8 worker processes settle per second, divided by what 1 settles
+                   "scaling_8_over_1": _ratio(rates[kind]["8"], rates[kind]["1"]),
+                   "duplicate_executions": dupes[kind],
+                   "worker_processes": list(WORKER_COUNTS)} for kind in stores}
 
 
 def filesystem_of(path: Path) -> str:
@@ -629,9 +688,50 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "python": host.python_version()}
 
 
+@contextmanager
+def _postgres(store: str | None, warn: Say) -> Iterator[tuple[str | None, str | None]]:
+    """(URL, None) for the PostgreSQL figures, or (None, why they are skipped).
+
+    ``store`` None: a throwaway cluster of our own when the server binaries are
+    here (fsync on: the commits are the point); ``"sqlite"``: skipped on request.
+    """
+    if store == "sqlite":
+        reason = "skipped on request (--store sqlite)"
+    elif store is not None:
+        yield store, None
+        return
+    else:
+        from settled.impl._pgcluster import Cluster, ClusterError, find_binaries
+
+        if find_binaries() is not None:
+            try:
+                cluster = Cluster(durable=True)
+                url = cluster.start()
+            except ClusterError as exc:
+                reason = f"the throwaway cluster did not start: {exc}"
+            else:
+                try:
+                    yield url, None
+                finally:
+                    cluster.stop()
+                return
+        else:
+            reason = ("no PostgreSQL server binaries found (install PostgreSQL, set "
+                      "SETTLED_PG_BIN, or pass --store postgresql://...)")
+    warn(f"bench: PostgreSQL figures SKIPPED: {reason}")
+    yield None, reason
+
+
 def run_bench(quick: bool = False, directory: Path | None = None,
-              say: Say = lambda _: None) -> dict[str, Any]:
-    """Every section, in one run, in a fresh folder under ``directory`` (default: the temp dir)."""
+              say: Say = lambda _: None, store: str | None = None,
+              warn: Say = lambda line: print(line, file=sys.stderr)) -> dict[str, Any]:
+    """Every section, in one run, in a fresh folder under ``directory`` (default: the temp dir).
+
+    ``store``: the PostgreSQL URL for the ``impl.postgres`` figures; None starts a
+    throwaway cluster when the binaries are here; ``"sqlite"`` skips them.
+    ``warn`` gets the one line that says PostgreSQL was skipped (stderr even
+    under --json).
+    """
     sizes = QUICK if quick else FULL
     start = time.perf_counter()
     if directory is not None:
@@ -642,7 +742,8 @@ def run_bench(quick: bool = False, directory: Path | None = None,
         if kind in ("tmpfs", "ramfs"):
             say(f"warning: {base} is on {kind}; commit figures will not include the disk")
         report: dict[str, Any] = {"machine": machine()}
-        report["impl"] = bench_impl(base / "impl", sizes, say)
+        with _postgres(store, warn) as (url, skipped):
+            report["impl"] = bench_impl(base / "impl", sizes, say, url, skipped)
         report["lockstep"] = bench_lockstep(sizes, say)
         report["trace_check"] = bench_trace_check(base / "trace", sizes, say)
         report["explore"] = bench_explore(sizes, say)

@@ -73,20 +73,27 @@ def _report(report: CheckReport, name: str, as_json: bool) -> NoReturn:
 
 
 def export_trace(
-    db: Annotated[Path, typer.Argument(help="A store file of the bundled implementation.")],
+    db: Annotated[str, typer.Argument(help="A store file of the bundled implementation, or the "
+                                           "postgresql:// URL of a query store.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSON Lines file to write.")],
 ) -> None:
     """Write an implementation's event log (query store or approval checkpoint) as settled.trace/1."""
+    import psycopg
+
     from settled.impl import _checkpoint, _events
     from settled.impl._errors import SettledError
+    from settled.impl._pg import is_url, redact
 
+    shown = redact(db) if is_url(db) else db
     try:
-        lines = (_checkpoint.trace_lines(db) if _has_table(db, "call_events")
+        lines = (_events.trace_lines(db) if is_url(db)
+                 else _checkpoint.trace_lines(db) if _has_table(Path(db), "call_events")
                  else _events.trace_lines(db))
         with output.open("w", encoding="utf-8", newline="\n") as out:
             count = sum(1 for line in lines if out.write(line + "\n"))
-    except (SettledError, OSError, sqlite3.Error) as exc:
-        err.print(f"cannot export {db}: {exc}")
+    except (SettledError, OSError, sqlite3.Error, psycopg.Error) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        err.print(f"cannot export {shown}: {first}")
         raise typer.Exit(2) from None
     err.print(f"wrote {count} events to {output}")
 

@@ -16,6 +16,7 @@ does not fail on them; ``--write`` keeps them current.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from settled.conformance._lockstep import (
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES
 from settled.conformance._system import explore_system
+from settled.impl._pg import redact
 from settled.model import MACHINES, Protocol
 from settled.model._graph import static_findings
 from settled.model._system import System
@@ -85,9 +87,13 @@ def check_system(system: System) -> dict[str, Any]:
             "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
 
 
-def check_lockstep(name: str, profile_name: str, seed: int) -> tuple[dict[str, Any],
-                                                                     dict[str, Any], Any]:
-    suite = SUITES[name]()
+def check_lockstep(name: str, profile_name: str, seed: int,
+                   store: str | None = None) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    build = SUITES[name]
+    on_pg = store is not None and "store" in inspect.signature(build).parameters
+    suite = build(store=store) if on_pg else build()
+    where = ("PostgreSQL " + redact(store) if on_pg and store else
+             "SQLite files" + (" (this machine has no PostgreSQL store)" if store else ""))
     start = time.perf_counter()
     record = run_lockstep(suite.lockstep(), profile(profile_name), seed=seed)
     seconds = time.perf_counter() - start
@@ -101,7 +107,7 @@ def check_lockstep(name: str, profile_name: str, seed: int) -> tuple[dict[str, A
                 "unfired_transitions": missing,
                 "edges": len(declared_edges(suite.protocol)), "unfired_edges": edges,
                 "guard_alternatives": len(declared_cases(suite.protocol)),
-                "unfired_guard_alternatives": cases, "failure": failure}
+                "unfired_guard_alternatives": cases, "failure": failure, "store": where}
     trace = {"ok": record.trace_failure is None and record.trace_events > 0,
              "events": record.trace_events, "failure": record.trace_failure}
     return lockstep, trace, record
@@ -113,7 +119,9 @@ def check_views(root: Path, write: bool) -> list[str]:
 
 
 def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: int = SEED,
-           machines: list[str] | None = None, say: Say = lambda line: None) -> dict[str, Any]:
+           machines: list[str] | None = None, say: Say = lambda line: None,
+           store: str | None = None) -> dict[str, Any]:
+    """``store``: a postgresql:// URL the lockstep campaigns run against (default: SQLite files)."""
     start = time.perf_counter()
     reports = {}
     for name in machines or list(MACHINES):
@@ -128,8 +136,13 @@ def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: i
         else:
             report.system = {"ok": False, "findings": [f"no system declared for {name}"]}
         if name in SUITES:
-            say(f"{name}: lockstep campaign ({profile_name} profile) against the SQLite implementation")
-            report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed)
+            against = "the SQLite implementation" if store is None else f"PostgreSQL {redact(store)}"
+            say(f"{name}: lockstep campaign ({profile_name} profile) against {against}")
+            report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed,
+                                                                         store)
+            if store is not None and not report.lockstep["store"].startswith("PostgreSQL"):
+                say(f"{name}: NOTE: no PostgreSQL store for this machine; its campaign ran on "
+                    "SQLite files")
             if write:
                 svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges, record.cases)
                 _diagrams.write_or_check({f"{name}.coverage.svg": svg}, root / "diagrams", False)

@@ -94,6 +94,44 @@ def test_transactions_per_query_is_the_sum_of_the_counted_commits(quick: dict[st
     assert set(impl["transactions_by_module"]) == {"store", "worker", "platform"}
 
 
+def test_a_happy_path_query_needs_at_most_six_agent_commits_on_either_store(
+        quick: dict[str, Any]) -> None:
+    impl = quick["impl"]
+    agent = sum(n for m, n in impl["transactions_by_module"].items() if m != "platform")
+    assert impl["commits_per_query"]["sqlite"] == impl["sqlite"]["commits_per_query"] == agent
+    assert agent <= 6
+    postgres = impl["postgres"]
+    if "skipped" in postgres:  # said loudly on stderr; here the binaries are missing
+        assert impl["commits_per_query"]["postgres"] is None
+        return
+    assert impl["commits_per_query"]["postgres"] == postgres["commits_per_query"] <= 6
+
+
+def test_both_stores_report_queries_per_second_at_each_process_count(
+        quick: dict[str, Any]) -> None:
+    impl = quick["impl"]
+    stores = ["sqlite"] if "skipped" in impl["postgres"] else ["sqlite", "postgres"]
+    for kind in stores:
+        section = impl[kind]
+        rates = section["queries_per_second"]
+        assert set(rates) == {"1", "2", "4", "8"} and all(v > 0 for v in rates.values())
+        assert section["scaling_8_over_1"] == pytest.approx(rates["8"] / rates["1"], rel=0.01)
+        assert section["duplicate_executions"] == 0
+
+
+def test_the_bench_says_in_one_line_when_it_skips_postgresql(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from settled._bench import _postgres
+
+    lines: list[str] = []
+    with _postgres("sqlite", lines.append) as (url, reason):
+        assert url is None and reason is not None and "--store sqlite" in reason
+    monkeypatch.setenv("SETTLED_PG_BIN", "/nonexistent-postgres-bin")
+    with _postgres(None, lines.append) as (url, reason):
+        assert url is None and reason is not None and "no PostgreSQL server binaries" in reason
+    assert len(lines) == 2 and all("PostgreSQL figures SKIPPED" in line for line in lines)
+
+
 def test_the_ratios_are_computed_from_the_reported_rates(quick: dict[str, Any]) -> None:
     impl, lock, explore = quick["impl"], quick["lockstep"], quick["explore"]
     expected = (impl["queries_per_second_1_worker"] * impl["transactions_per_query"]
