@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
+
 from settled.model import APPROVAL, Config, Protocol, Transition, build_query_machine
 from settled.model._core import Snapshot, Value, rule_sort_key
 
@@ -867,7 +868,7 @@ def _broken(r: _Replayer, pairs: list[tuple[Config, Mapping[str, Value], Transit
     if not verdicts:
         return ()
     every = set.intersection(*verdicts)
-    order = [x.name for x in (*p.invariants, *p.step_properties)]
+    order = [i.name for i in p.invariants] + [x.name for x in p.step_properties]
     return tuple(n for n in order if n in every)
 
 
