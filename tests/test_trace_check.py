@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from settled.conformance._trace import TraceError, check_lines, load_schema
 from settled.conformance._tracegen import trace_lines
 from settled.model import QUERY
@@ -302,10 +303,10 @@ def test_export_trace_reads_an_approval_checkpoint_too(tmp_path):
 
 def test_a_checker_defect_is_a_one_paragraph_report_naming_the_line(monkeypatch, tmp_path):
     import typer
-    from settled.conformance import _trace
     from typer.testing import CliRunner
 
     from settled import _cmd_trace
+    from settled.conformance import _trace
 
     app = typer.Typer()
     app.callback()(lambda: None)
@@ -344,6 +345,9 @@ def test_cli_reads_stdin_and_json_is_always_one_document():
     empty = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-"], input="",
                            capture_output=True, text=True)
     assert empty.returncode == 2 and "no events" in empty.stderr
+    none = subprocess.run([sys.executable, "-m", "settled.cli", "check", "--json"],
+                          capture_output=True, text=True)
+    assert none.returncode == 2 and json.loads(none.stdout)["error"] == "usage"
 
 
 def test_integral_numbers_the_schema_calls_integers_are_integers():
