@@ -171,6 +171,9 @@ def _unreadable(line_no: int, line: bytes, exc: Exception) -> TraceError:
         return TraceError(line_no, f"not UTF-8 text (byte {bad.start + 1} of the line: {bad.reason})")
     if isinstance(exc, RecursionError):
         return TraceError(line_no, "values nested too deeply to decode (params and vars are flat)")
+    if line.startswith(b"\xef\xbb\xbf"):
+        return TraceError(line_no, "a byte-order mark inside the file (only the first line may "
+                                   "start with one)")
     message = str(exc)
     if isinstance(exc, msgspec.ValidationError):
         message = (message.replace("`$.from_`", "`$.from`").replace("`from_`", "`from`")
