@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from settled.conformance import Adapter, Refused
 from settled.impl._approval import (
     HANDLER_ENTERED,
     TOOL_SPECS,
@@ -71,14 +72,7 @@ from settled.impl._reconciler import LookupAnswer, lookup
 from settled.model import APPROVAL, Protocol
 from settled.model._core import Value
 
-from ._adapter import Adapter, Refused
-
-__all__ = ["FORBIDDEN", "ApprovalAdapter", "LostAnswer"]
-
-# What the kit may ask to be refused: caller actions, each refused in one transaction or
-# before any (approve after expiry or rejection, execute without approval, ...).
-FORBIDDEN: Final = frozenset({"approve", "reject", "execute", "cancel", "resume_lookup",
-                              "reconcile"})
+__all__ = ["ApprovalAdapter", "LostAnswer"]
 
 T0: Final = 1_000_000.0
 TTL: Final = 300.0
@@ -267,6 +261,8 @@ class ApprovalAdapter(Adapter):
 
     runtime_class: ClassVar[type[ApprovalRuntime]] = ApprovalRuntime
     lookup_function: ClassVar[Callable[..., LookupAnswer]] = staticmethod(lookup)
+    # Decided inside each run of the runtime and never stored: nothing durable shows it.
+    unobservable: ClassVar[frozenset[str]] = frozenset({"retries_allowed"})
 
     def __init__(self, instances: int = 3, directory: Path | None = None) -> None:
         self.protocol: Protocol = APPROVAL
@@ -437,7 +433,9 @@ class ApprovalAdapter(Adapter):
                                  (item.session,)).fetchone()
         if row is None:  # nothing durable yet: the model's initial configuration
             c = self.protocol.initial_config()
-            return {"state": c.state, **self.protocol.view(c)}
+            view = self.protocol.view(c)
+            return {"state": c.state, **{v.name: view[v.name] for v in self.protocol.variables
+                                         if not v.ghost and v.name not in self.unobservable}}
         commits = self._commits(item, row["tool"])
         state = row["state"]
         if state == "executing" and commits:  # the checkpoint cannot see the commit

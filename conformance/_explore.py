@@ -1016,6 +1016,19 @@ def _coverage(space: _Space) -> tuple[list[Finding], list[Finding]]:
                                      tuple(rules)))
     unfired = []
     counts: dict[str, int] = {}
+    edges = {(local.configs[c].state, k) for c in seen for k in local.fired[c]}
+    for t in p.transitions:
+        key = _transition_key(t)
+        if key not in fired or len(t.source) == 1:
+            continue  # never fired at all: said once below, for the whole transition
+        for src in t.source:
+            if (src, key) not in edges:
+                name = f"{t.trigger}: {src} -> {t.target(src)}"
+                unfired.append(Finding(
+                    UNFIRED, name, f"the edge {name} [{t.guard_text or 'always'}] never fires "
+                    f"(the transition fires from other sources); drop '{src}' from its sources",
+                    t.rules, detail={"edge": {"from": src, "trigger": t.trigger,
+                                              "to": t.target(src)}}))
     for t in p.transitions:
         counts[t.trigger] = counts.get(t.trigger, 0) + 1
         name = t.trigger if sum(x.trigger == t.trigger for x in p.transitions) == 1 \

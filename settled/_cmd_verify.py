@@ -33,12 +33,19 @@ def summary(result: dict[str, Any]) -> Table:
             f"{_mark(ex['ok'])} {ex['states']:,} states, {ex['seconds']}s",
             _system_cell(m["system"]),
             f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs, {ls.get('steps', 0):,} steps, "
-            f"{ls.get('seconds', 0)}s",
+            f"{_fired(ls)}, {ls.get('seconds', 0)}s",
             f"{_mark(tc['ok'])} {tc['events']:,} events", _mark(m["ok"]))
     views = result["views"]
     table.add_row("views", "", "", "", "", "",
                   "skipped" if views.get("skipped") else _mark(views["ok"]))
     return table
+
+
+def _fired(ls: dict[str, Any]) -> str:
+    """Edges and guard alternatives fired of those declared."""
+    edges, cases = ls.get("edges", 0), ls.get("guard_alternatives", 0)
+    return (f"edges {edges - len(ls.get('unfired_edges', []))}/{edges}, guard alternatives "
+            f"{cases - len(ls.get('unfired_guard_alternatives', []))}/{cases}")
 
 
 def _system_cell(sy: dict[str, Any]) -> str:
@@ -64,6 +71,10 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: {ls['failure']}")
         if ls.get("unfired_transitions"):
             err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
+        for edge in ls.get("unfired_edges", []):
+            err.print(f"{name}: the campaign never fired the edge {edge}")
+        for case in ls.get("unfired_guard_alternatives", []):
+            err.print(f"{name}: the campaign never fired the guard alternative {case}")
     for name in result["views"].get("stale", []):
         what = "stale" if (Path(result.get("root", ".")) / "diagrams" / name).exists() else "missing"
         err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled diagrams / "

@@ -62,8 +62,12 @@ def _line(trigger: str, guards: str) -> str:
 Counts = Mapping[tuple[str, str, str], int]  # (from state, to state, trigger) -> times fired
 
 
-def to_dot(p: Protocol, counts: Counts | None = None) -> str:
-    """The DOT text; with ``counts`` a coverage overlay of a lockstep campaign."""
+Cases = Mapping[tuple[str, str, str], int]  # (transition label, guard, alternative) -> times
+
+
+def to_dot(p: Protocol, counts: Counts | None = None, cases: Cases | None = None) -> str:
+    """The DOT text; with ``counts`` a coverage overlay of a lockstep campaign (with ``cases``,
+    each alternative of a disjunctive guard is counted too)."""
     out = [f'digraph "{p.name}" {{',
            '  graph [rankdir=TB, fontname="Helvetica", nodesep=0.35, ranksep=0.45, '
            f'label="{p.name}: {p.meaning}", labelloc=t];',
@@ -81,13 +85,23 @@ def to_dot(p: Protocol, counts: Counts | None = None) -> str:
             attrs.append("penwidth=2.5")
         suffix = f" [{', '.join(attrs)}]" if attrs else ""
         out.append(f'  "{s.name}"{suffix};')
+    by_trigger: dict[str, dict[str, int]] = {}
+    if counts is not None:
+        for t in p.transitions:
+            for g in t.guards:
+                for name, _ in g.cases:
+                    n = sum(k for (label, guard, case), k in (cases or {}).items()
+                            if label.startswith(f"{t.trigger}: ") and guard == g.name
+                            and case == name)
+                    by_trigger.setdefault(t.trigger, {})[name] = n
     for e in edges(p):
-        out.extend(_dot_edge(e, counts))
+        out.extend(_dot_edge(e, counts, by_trigger))
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-def _dot_edge(e: Edge, counts: Counts | None) -> list[str]:
+def _dot_edge(e: Edge, counts: Counts | None,
+              alternatives: Mapping[str, Mapping[str, int]] | None = None) -> list[str]:
     by_actor: dict[str, list[tuple[str, str]]] = {}
     for trigger, guards, actor in e.lines:
         # One loop per state: several loops with labels on one node overlap unreadably.
@@ -101,10 +115,21 @@ def _dot_edge(e: Edge, counts: Counts | None) -> list[str]:
         if counts is not None:
             times = [counts.get((e.source, e.dest, t), 0) for t, _ in items]
             text = "\\l".join(f"{_line(t, g)}  ×{n}" + ("  NEVER FIRED" if n == 0 else "")
+                              + _alternatives((alternatives or {}).get(t, {}))
                               for (t, g), n in zip(items, times, strict=True)) + "\\l"
-            style = _coverage_style(sum(times), min(times))
+            least = min([*times, *(n for t, _ in items
+                                   for n in (alternatives or {}).get(t, {}).values())])
+            style = _coverage_style(sum(times), least)
         lines.append(f'  "{e.source}" -> "{e.dest}" [label="{text}", {style}];')
     return lines
+
+
+def _alternatives(counts: Mapping[str, int]) -> str:
+    """`` (platform running ×3, platform cancelled NEVER FIRED)`` for a disjunctive guard."""
+    if not counts:
+        return ""
+    return " (" + ", ".join(f"{name} ×{n}" if n else f"{name} NEVER FIRED"
+                            for name, n in counts.items()) + ")"
 
 
 def _coverage_style(fired: int, least: int) -> str:
@@ -116,8 +141,8 @@ def _coverage_style(fired: int, least: int) -> str:
     return f'color="#{shade:02x}{shade:02x}{shade:02x}", penwidth={width}'
 
 
-def coverage_svg(p: Protocol, counts: Counts) -> bytes:
-    return to_svg(to_dot(p, counts).replace(f'label="{p.name}: ', f'label="{p.name} coverage: ', 1))
+def coverage_svg(p: Protocol, counts: Counts, cases: Cases | None = None) -> bytes:
+    return to_svg(to_dot(p, counts, cases).replace(f'label="{p.name}: ', f'label="{p.name} coverage: ', 1))
 
 
 def to_svg(dot: str) -> bytes:

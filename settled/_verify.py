@@ -25,7 +25,14 @@ from typing import Any
 from settled import _diagrams
 from settled._cmd_views import diagram_files, spec_files
 from settled.conformance._explore import explore
-from settled.conformance._lockstep import run_lockstep, unfired
+from settled.conformance._lockstep import (
+    declared_cases,
+    declared_edges,
+    run_lockstep,
+    unfired,
+    unfired_cases,
+    unfired_edges,
+)
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES
 from settled.conformance._system import explore_system
@@ -85,10 +92,16 @@ def check_lockstep(name: str, profile_name: str, seed: int) -> tuple[dict[str, A
     record = run_lockstep(suite.lockstep(), profile(profile_name), seed=seed)
     seconds = time.perf_counter() - start
     missing = unfired(suite.protocol, record.fired)
-    lockstep = {"ok": record.failure is None and not missing, "profile": profile_name,
-                "seed": seed, "examples": record.examples, "steps": sum(record.fired.values()),
-                "seconds": round(seconds, 2), "unfired_transitions": missing,
-                "failure": record.failure}
+    edges = unfired_edges(suite.protocol, record.edges)
+    cases = unfired_cases(suite.protocol, record.cases)
+    failure = record.failure or record.adapter_error
+    lockstep = {"ok": failure is None and not missing and not edges and not cases,
+                "profile": profile_name, "seed": seed, "examples": record.examples,
+                "steps": sum(record.fired.values()), "seconds": round(seconds, 2),
+                "unfired_transitions": missing,
+                "edges": len(declared_edges(suite.protocol)), "unfired_edges": edges,
+                "guard_alternatives": len(declared_cases(suite.protocol)),
+                "unfired_guard_alternatives": cases, "failure": failure}
     trace = {"ok": record.trace_failure is None and record.trace_events > 0,
              "events": record.trace_events, "failure": record.trace_failure}
     return lockstep, trace, record
@@ -118,7 +131,7 @@ def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: i
             say(f"{name}: lockstep campaign ({profile_name} profile) against the SQLite implementation")
             report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed)
             if write:
-                svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges)
+                svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges, record.cases)
                 _diagrams.write_or_check({f"{name}.coverage.svg": svg}, root / "diagrams", False)
         else:
             report.lockstep = {"ok": False, "failure": f"no lockstep suite for {name}"}

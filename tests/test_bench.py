@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 import typer
+from typer.testing import CliRunner
+
+from settled import _cmd_bench, cli
+from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
+from settled._cmd_bench import register
 from settled.conformance._trace import check_file
 from settled.conformance._tracegen import trace_lines
 from settled.impl import _db, _store, _worker
@@ -23,11 +28,6 @@ from settled.impl._errors import StaleVersion
 from settled.impl._platform import SyntheticPlatform
 from settled.impl._store import QueryStore
 from settled.model import QUERY
-from typer.testing import CliRunner
-
-from settled import _cmd_bench, cli
-from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
-from settled._cmd_bench import register
 
 KEYS = {
     "impl": {"queries_per_second_1_worker", "queries_per_second_4_workers", "duplicate_executions",
