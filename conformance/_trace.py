@@ -171,6 +171,9 @@ def _unreadable(line_no: int, line: bytes, exc: Exception) -> TraceError:
         return TraceError(line_no, f"not UTF-8 text (byte {bad.start + 1} of the line: {bad.reason})")
     if isinstance(exc, RecursionError):
         return TraceError(line_no, "values nested too deeply to decode (params and vars are flat)")
+    if line.startswith(b"\xef\xbb\xbf"):
+        return TraceError(line_no, "a byte-order mark inside the file (only the first line may "
+                                   "start with one)")
     message = str(exc)
     if isinstance(exc, msgspec.ValidationError):
         message = (message.replace("`$.from_`", "`$.from`").replace("`from_`", "`from`")
@@ -868,7 +871,7 @@ def _broken(r: _Replayer, pairs: list[tuple[Config, Mapping[str, Value], Transit
     if not verdicts:
         return ()
     every = set.intersection(*verdicts)
-    order = [i.name for i in p.invariants] + [sp.name for sp in p.step_properties]
+    order = [i.name for i in p.invariants] + [x.name for x in p.step_properties]
     return tuple(n for n in order if n in every)
 
 

@@ -19,8 +19,8 @@ EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 
 def check(
-    trace: Annotated[str, typer.Argument(
-        help="A settled.trace/1 JSON Lines file; - reads standard input.")],
+    trace: Annotated[str | None, typer.Argument(
+        help="A settled.trace/1 JSON Lines file; - reads standard input.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
     first: Annotated[bool, typer.Option(
         "--first", help="Stop at the first instance that does not conform.")] = False,
@@ -32,6 +32,9 @@ def check(
     verdict: an instance is undecided (the hidden-step search hit its limit)
     or the checker itself failed.
     """
+    if trace is None:
+        _fail(as_json, EXIT_UNREADABLE, "no trace given: name a settled.trace/1 file, or - to "
+              "read standard input", 0, "usage")
     name = "standard input" if trace == "-" else trace
     try:
         report = check_file(trace, first=first)

@@ -345,6 +345,9 @@ def test_cli_reads_stdin_and_json_is_always_one_document():
     empty = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-"], input="",
                            capture_output=True, text=True)
     assert empty.returncode == 2 and "no events" in empty.stderr
+    none = subprocess.run([sys.executable, "-m", "settled.cli", "check", "--json"],
+                          capture_output=True, text=True)
+    assert none.returncode == 2 and json.loads(none.stdout)["error"] == "usage"
 
 
 def test_integral_numbers_the_schema_calls_integers_are_integers():

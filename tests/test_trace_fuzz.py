@@ -240,3 +240,35 @@ def test_a_single_field_mutation_is_judged_as_the_concrete_model_judges_it(
     # ...which is: still consistent, or reported at the mutated line; an accepted change may
     # make a later line fail (a renamed worker no longer holds the lease), never an earlier one.
     assert expected["q"] is None or expected["q"] >= line
+
+
+_SCHEMA = None
+
+
+def schema_valid(line: bytes, first: bool) -> bool:
+    import fastjsonschema
+
+    from settled.conformance._trace import MACHINES, load_schema
+
+    global _SCHEMA
+    if _SCHEMA is None:
+        _SCHEMA = fastjsonschema.compile(load_schema())
+    try:
+        text = line.decode("utf-8")
+        event = json.loads(text.removeprefix("\ufeff") if first else text)
+        _SCHEMA(event)
+    except (ValueError, RecursionError, fastjsonschema.JsonSchemaException):  # not UTF-8 too
+        return False
+    numbers = [event["seq"], *event["params"].values(), *event["vars"].values()]
+    fits = all(not isinstance(x, int | float) or abs(x) < 2**63 for x in numbers)
+    return fits and event["machine"] in MACHINES
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_every_line_the_schema_accepts_gets_a_verdict_not_an_error(lines: list[bytes]) -> None:
+    """What the published schema accepts (integers within 64 bits, a known machine) is judged:
+    conforming or a violation, never refused as unreadable."""
+    assume(any(x.strip() for x in lines))
+    assume(all(schema_valid(x, i == 0) for i, x in enumerate(lines) if x.strip()))
+    judged(check_lines(lines))
