@@ -155,7 +155,6 @@ def build_ledger_machine() -> Protocol:
     kind = Param("kind", KINDS, "whether the tool is an in-app write or a read-only lookup")
     params = Param("params", ("same", "other"),
                    "whether the redelivered call id carries the registered parameters")
-    env = {"actor": "environment"}
     transitions = (
         Transition("register", (REQUESTED,), REGISTERED,
                    "save the ledger entry (call id -> operation_id, origin run, fingerprint) and "
@@ -190,19 +189,19 @@ def build_ledger_machine() -> Protocol:
         Transition("crash", (REQUESTED, PAIRED), None,
                    "restart under a new run_id: the run changes, nothing else (L2)",
                    ("L2",), effect=_set("run := resumed", run="resumed"), observed_as="restart",
-                   **env),
+                   actor="environment"),
         Transition("crash", UNPAIRED_REGISTERED, RECOVERING,
                    "restart under a new run_id: the unpaired registered call is recovered; a "
                    "commit that happened stays, one that did not left nothing", ("L2", "L4"),
-                   effect=_set("run := resumed", run="resumed"), observed_as="restart", **env),
+                   effect=_set("run := resumed", run="resumed"), observed_as="restart", actor="environment"),
         Transition("contract_upgraded", NOT_TERMINAL, None,
                    "a deployment upgrades the tool's contract", ("L5",), guards=(CURRENT,),
                    effect=_set("contract := upgraded", contract="upgraded"), observed_as=None,
-                   **env),
+                   actor="environment"),
         Transition("permission_revoked", NOT_TERMINAL, None,
                    "the session's read permission is revoked", ("L5",), guards=(GRANTED,),
                    effect=_set("permission := revoked", permission="revoked"), observed_as=None,
-                   **env),
+                   actor="environment"),
         # ---- recovery: receipt first, then contract and permission (L4, L5) -------------
         Transition("recover_pair", (RECOVERING,), PAIRED,
                    "a success receipt: pair a success result, whatever the contract is now",
