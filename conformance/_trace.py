@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import fastjsonschema
-from settled.model import APPROVAL, Config, Protocol, Transition, build_query_machine
+from settled.model import APPROVAL, LEDGER, Config, Protocol, Transition, build_query_machine
 from settled.model._core import Value
 
 SCHEMA_ID = "settled.trace/1"
@@ -126,6 +126,8 @@ def register_machine(name: str, machine_for: MachineFor) -> None:
 
 # The approval machine has no bounds to read off a log: one call, its own small domains.
 register_machine("approval", lambda events: APPROVAL)
+# Nor has the ledger machine: one tool call of an assistant message.
+register_machine("ledger", lambda events: LEDGER)
 
 
 # --------------------------------------------------------------------------

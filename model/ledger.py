@@ -169,7 +169,7 @@ def build_ledger_machine() -> Protocol:
         Transition("run", (REGISTERED,), RECEIPTED,
                    "run the in-app tool under the operation_id: the business change (or the "
                    "lookup) and its success receipt commit in one transaction", ("L1",),
-                   guards=(MAY_RUN,),
+                   guards=(MAY_RUN,), actor="platform", observed_as=None,
                    effect=Effect("receipt := success; executions += 1; ran_under += operation_id",
                                  lambda v, p: {"receipt": "success",
                                                "executions": v["executions"] + 1,
