@@ -291,16 +291,19 @@ class LedgerRuntime:
     :meth:`recover` (or :meth:`resume`) before touching a session another run left.
     """
 
+    business_class: type[BusinessStore] = BusinessStore
+
     def __init__(self, ledger_path: str | Path, business_path: str | Path, *,
                  run_id: str | None = None, contracts: Mapping[str, Contract] = CONTRACTS,
                  hook: Hook | None = None, clock: Callable[[], float] = time.time,
                  busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.run_id = _text_id("run_id", run_id or f"run-{uuid.uuid4().hex[:12]}")
-        self._contracts, self._hook, self._clock = dict(contracts), hook or _no_hook, clock
+        # Kept by reference: a deployment that upgrades a contract is seen at once.
+        self._contracts, self._hook, self._clock = contracts, hook or _no_hook, clock
         self._position = -1
         self._conn = _connect_with_schema(ledger_path, busy_timeout)
         try:
-            self._business = BusinessStore.open(business_path, hook=self._business_hook,
+            self._business = self.business_class.open(business_path, hook=self._business_hook,
                                                 busy_timeout=busy_timeout)
         except BaseException:
             self._conn.close()
@@ -441,6 +444,9 @@ class LedgerRuntime:
         if param_fingerprint is not None and param_fingerprint != wanted:
             raise InvalidInput(f"fingerprint {param_fingerprint!r} is not the fingerprint of these "
                                f"parameters ({wanted}); pass the parameters' own fingerprint")
+        if entry.state == "continued":
+            raise NotAllowed(f"call id {call_id!r} belongs to a turn that already continued; "
+                             "nothing was changed, a new request needs a new call id")
         if tool != entry.tool or wanted != entry.fingerprint:
             raise IdempotencyConflict(
                 f"call id {call_id!r} is registered for {entry.tool} with fingerprint "

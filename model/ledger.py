@@ -160,8 +160,10 @@ def build_ledger_machine() -> Protocol:
                    "save the ledger entry (call id -> operation_id, origin run, fingerprint) and "
                    "the checkpoint holding the assistant message in one transaction",
                    ("L1", "L2"), params=(kind,),
-                   effect=Effect("operation_id := original; kind := the tool's kind",
-                                 lambda v, p: {"operation_id": "original", "kind": p["kind"]})),
+                   effect=Effect("operation_id := original; kind := the tool's kind; "
+                                 "contract := current (registered under the contract deployed now)",
+                                 lambda v, p: {"operation_id": "original", "kind": p["kind"],
+                                               "contract": "current"})),
         Transition("reregister", (REGISTERED, RECEIPTED, RECOVERING, PAIRED), None,
                    "the same call id delivered again: the same parameters return the entry; other "
                    "parameters are idempotency_conflict and change nothing", ("L3",),
@@ -186,7 +188,12 @@ def build_ledger_machine() -> Protocol:
                    "checkpoint the error result of an explicit rejection", ("L4",),
                    guards=(REJECTION_RECEIPT,), effect=_set("result := error", result="error")),
         # ---- crashes and the world (L2, L5) -------------------------------------------
-        Transition("crash", (REQUESTED, PAIRED), None,
+        Transition("crash", (REQUESTED,), None,
+                   "restart under a new run_id before the message is registered: the run "
+                   "changes, and the call has no ledger entry to log it in", ("L2",),
+                   effect=_set("run := resumed", run="resumed"), observed_as=None,
+                   actor="environment"),
+        Transition("crash", (PAIRED,), None,
                    "restart under a new run_id: the run changes, nothing else (L2)",
                    ("L2",), effect=_set("run := resumed", run="resumed"), observed_as="restart",
                    actor="environment"),
@@ -252,8 +259,8 @@ def _variables() -> tuple[Variable, ...]:
                  logged=False),
         Variable("ran_under", RAN_UNDER, "none",
                  "the operation_ids the call was executed under (L2)", logged=False),
-        Variable("contract", CONTRACTS, "current", "the tool's contract against the "
-                 "registration (L5)", logged=False),
+        Variable("contract", CONTRACTS, "current", "whether the tool's deployed contract "
+                 "changed since the call's registration (L5)", logged=False),
         Variable("permission", PERMISSIONS, "granted", "the session's read permission (L5)",
                  logged=False),
     )

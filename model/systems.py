@@ -39,8 +39,9 @@ Approval system (M calls of one session; rule W6):
 Ledger system (the N tool calls of one assistant message; rules L1–L5):
 
 * The calls share the session's run (a restart under a new ``run_id`` hits
-  every call at once: ``crash`` is synchronised), the tools' contract
-  version and the session's read permission.
+  every call at once: ``crash`` is synchronised) and the session's read
+  permission. Whether a tool's contract changed is each call's own fact: it
+  compares the deployment with that call's registration.
 * ``unpaired`` counts the calls of the message with no paired result; the
   synchronised ``continue`` (the original input goes on) needs it at zero, so
   no unpaired call survives a completed recovery (L4).
@@ -141,7 +142,7 @@ def build_ledger_system(calls: int = 3) -> System:
         meaning=f"one assistant message asking for {calls} tool calls, recovered as one turn",
         machine=LEDGER,
         instances=calls,
-        shared=("run", "contract", "permission"),
+        shared=("run", "permission"),
         variables=(Variable("unpaired", left, calls,
                             "calls of the latest assistant message with no paired result (L4)"),),
         sync=("crash", "continue"),

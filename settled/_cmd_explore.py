@@ -93,7 +93,7 @@ def explore_command(
 
     With ``--queries N`` (N > 1) the N instances form the declared system: they share the
     task's version, the session and the worker processes (query), the stock (approval) or
-    the run, contract and read permission (ledger),
+    the run and read permission (ledger),
     and the search is reduced by symmetry; the report gives both the reduced and the
     unreduced state counts."""
     _check_bounds(queries, workers)
