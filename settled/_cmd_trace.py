@@ -44,12 +44,14 @@ def export_trace(
     db: Annotated[Path, typer.Argument(help="A store file of the bundled implementation.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSON Lines file to write.")],
 ) -> None:
-    """Write an implementation's event log (query store or approval checkpoint) as settled.trace/1."""
-    from settled.impl import _checkpoint, _events
+    """Write an implementation's event log (query store, approval checkpoint or ledger session
+    file) as settled.trace/1."""
+    from settled.impl import _checkpoint, _events, _ledger
     from settled.impl._errors import SettledError
 
     try:
         lines = (_checkpoint.trace_lines(db) if _has_table(db, "call_events")
+                 else _ledger.trace_lines(db) if _has_table(db, "ledger_events")
                  else _events.trace_lines(db))
         with output.open("w", encoding="utf-8", newline="\n") as out:
             count = sum(1 for line in lines if out.write(line + "\n"))
