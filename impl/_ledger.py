@@ -388,6 +388,13 @@ class LedgerRuntime:
                 raise IdempotencyConflict(
                     f"call id {known['call_id']!r} is already registered; nothing was written, "
                     "use redeliver() for a call the SDK delivers again")
+            open_calls = [r["call_id"] for r in conn.execute(
+                "SELECT call_id FROM ledger WHERE session_id = ? AND state != 'continued' "
+                "ORDER BY position", (session,))]
+            if open_calls:  # recovery looks at the latest message only: never bury these (L4)
+                raise NotAllowed(f"session {session!r}'s latest turn has calls {open_calls} that "
+                                 "have not continued; nothing was written, recover() or "
+                                 "continue_turn() it before the next assistant message")
             message = f"node-{uuid.uuid4().hex[:16]}"
             content = {"tool_calls": [{"call_id": c, "tool": t, "args": a}
                                       for c, t, a, _ in checked]}

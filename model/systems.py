@@ -45,6 +45,9 @@ Ledger system (the N tool calls of one assistant message; rules L1–L5):
 * ``unpaired`` counts the calls of the message with no paired result; the
   synchronised ``continue`` (the original input goes on) needs it at zero, so
   no unpaired call survives a completed recovery (L4).
+* Each call registers on its own step here; the implementation registers
+  every call of the message in the one transaction that checkpoints the
+  message (L1), which is one of the interleavings the system explores.
 
 A8 (one session's create, approve, resume and cancel exclude each other) is a
 property of non-atomic operations; every step here is atomic, so it holds by

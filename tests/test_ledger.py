@@ -253,6 +253,8 @@ def test_a_read_only_call_re_checks_the_read_permission_on_recovery(files):
     (lambda rt: rt.pair_call(S, "c_order"), NotAllowed, r"it has no receipt; run it first"),
     (lambda rt: rt.recover_call(S, "c_order"), NotAllowed, r"c_order.*no receipt; run it first"),
     (lambda rt: rt.open_session(S, "again"), NotAllowed, r"session 'session-1' exists"),
+    (lambda rt: rt.begin_turn(S, [RESTOCK]), NotAllowed,
+     r"latest turn has calls \['c_order'\] that have not continued"),
     (lambda rt: rt.open_session("s2", ""), InvalidInput, r"user_input is ''"),
 ], ids=lambda x: x if isinstance(x, str) else getattr(x, "__name__", None))
 @pytest.mark.rule("L1")
