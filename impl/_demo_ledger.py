@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -26,7 +27,7 @@ from ._business import BusinessStore
 from ._crash import CRASH_EXIT_CODE
 from ._ledger import LedgerRuntime, ToolCall
 
-__all__ = ["CALLS", "demo_ledger"]
+__all__ = ["CALLS", "bench_ledger", "demo_ledger"]
 
 Say = Callable[[str], None]
 SESSION: Final = "demo-session"
@@ -122,3 +123,54 @@ def demo_ledger(directory: str | Path | None = None, say: Say | None = None) -> 
                         "results_per_call": per_call,
                         "continued_input": last["role"] == "assistant"
                         and "continues" in last["content"]}}
+
+
+def bench_ledger(directory: str | Path | None = None, seconds: float = 2.0) -> dict[str, Any]:
+    """Clean three-call turns for half of ``seconds``, then recoveries of half-run turns.
+
+    A recovered turn was registered and had two of its three calls run (receipts, no
+    results) by one run; another run then recovers it: pairs two from receipts, runs the
+    lookup, continues. ``recovery_seconds_over_turn_seconds`` divides the seconds one
+    recovery takes by the seconds one clean turn takes (both per turn, end to end).
+    """
+    if directory is not None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="ledger-bench-", dir=directory))
+    ledger, business = folder / "sessions.db", folder / "business.db"
+    BusinessStore.create(business).close()
+    turns = 0
+
+    def calls(n: int) -> list[ToolCall]:
+        return [ToolCall(f"{n}-{c.call_id}", c.tool, c.args) for c in (
+            ToolCall("order", "adjust_stock", {"sku": "A1003", "delta": -1}),
+            ToolCall("restock", "adjust_stock", {"sku": "A1002", "delta": 1}),
+            CALLS[2])]
+
+    with LedgerRuntime(ledger, business, run_id="bench-a") as a, \
+            LedgerRuntime(ledger, business, run_id="bench-b") as b:
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds / 2 or not turns:
+            a.open_session(f"clean-{turns}", "bench")
+            a.run_turn(f"clean-{turns}", calls(turns))
+            turns += 1
+        turn_time = time.perf_counter() - start
+        prepared = max(1, turns)
+        for n in range(prepared):
+            session = f"crashed-{n}"
+            a.open_session(session, "bench")
+            entries = a.begin_turn(session, calls(turns + n))
+            for entry in entries[:2]:
+                a.run_call(session, entry.call_id)
+        start = time.perf_counter()
+        recovered = 0
+        while recovered < prepared and (time.perf_counter() - start < seconds / 2
+                                        or not recovered):
+            b.recover(f"crashed-{recovered}")
+            recovered += 1
+        recover_time = time.perf_counter() - start
+    per_turn, per_recovery = turn_time / turns, recover_time / recovered
+    return {"turns_per_second": round(turns / turn_time, 1),
+            "calls_per_second": round(3 * turns / turn_time, 1),
+            "recoveries_per_second": round(recovered / recover_time, 1),
+            "recovery_seconds_over_turn_seconds": round(per_recovery / per_turn, 3),
+            "turns": turns, "recoveries": recovered}
