@@ -181,8 +181,8 @@ def build_ledger_machine() -> Protocol:
                    "a rejection receipt is recorded", ("L1", "L4"), guards=(REFUSED,),
                    effect=_set("receipt := rejected", receipt="rejected"), actor="platform"),
         Transition("pair", (RECEIPTED,), PAIRED,
-                   "checkpoint the tool result: success from a success receipt, error from a "
-                   "rejection", ("L4",), guards=(SUCCESS_RECEIPT,),
+                   "checkpoint the success result of a success receipt", ("L4",),
+                   guards=(SUCCESS_RECEIPT,),
                    effect=_set("result := success", result="success")),
         Transition("pair", (RECEIPTED,), PAIRED,
                    "checkpoint the error result of an explicit rejection", ("L4",),
