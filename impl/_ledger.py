@@ -33,6 +33,13 @@ parameters, not executed" (L5). A read-only call without a receipt re-checks
 the current read permission first. New calls are validated strictly against
 the current contract. Then the original input continues.
 
+Runs fence each other through the session row: every write of a call checks
+that the session still runs under this ``run_id`` and moves rows by
+compare-and-set, so a run that was taken over can no longer pair, recover or
+continue anything. A business call it had already started is harmless: it
+runs under the call's ORIGINAL operation_id, which the business store
+de-duplicates (W2), so a change is never applied twice.
+
 Crash points: the injectable ``hook`` is called as ``hook(point, position)``
 with ``"receipt_committed"`` after a call's receipt is durable,
 ``"inside_transaction"`` inside a write's business transaction before it

@@ -124,6 +124,30 @@ def test_a_new_run_must_take_the_session_over_and_keeps_every_operation_id(files
         assert all(rt2.entry(c).origin_run_id == "run-1" for c in minted)
 
 
+@pytest.mark.rule("L2")
+def test_a_run_that_was_taken_over_can_change_nothing(files):
+    old = started(files)
+    try:
+        old.run_call(S, "c_order")
+        with runtime(files, "run-2") as new:
+            new.recover(S)
+            before = dump(files)
+            for action in (lambda: old.pair_call(S, "c_order"), lambda: old.continue_turn(S),
+                           lambda: old.run_call(S, "c_restock"),
+                           lambda: old.begin_turn(S, [ToolCall("c_next", "stock_level",
+                                                               {"sku": "A1001"})])):
+                with pytest.raises(NotAllowed, match="runs under 'run-2'"):
+                    action()
+            assert dump(files) == before
+            # A business call the old run had in flight re-applies nothing: same operation_id.
+            entry = new.entry("c_order")
+            assert old.business.execute("create_order", entry.operation_id, ORDER.args) \
+                == entry.receipt_body
+            assert new.business.stock("A1001") == 98
+    finally:
+        old.close()
+
+
 # --- L3: the same call id with other parameters ------------------------------------------------
 
 
