@@ -109,6 +109,7 @@ MAX_SUBMISSIONS = 3
 # Platform states for this query_id.
 P_NONE, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_REJECTED = (
     "not_received", "running", "succeeded", "failed", "cancelled", "rejected")
+TERMINAL = frozenset(s.name for s in STATES if s.terminal)
 PLATFORM_STATES = (P_NONE, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_REJECTED)
 
 # Triggers that carry platform evidence about this query_id.
@@ -484,7 +485,7 @@ STEP_PROPERTIES = (
                  "every worker write is made under the row's current lease_epoch", ("Q11",),
                  _stale_write),
     StepProperty("terminal_absorbs", "no step leaves a terminal state", ("Q16", "Q21"),
-                 lambda b, t, p, a: b.state not in {s.name for s in STATES if s.terminal}),
+                 lambda b, t, p, a: b.state not in TERMINAL),
     StepProperty("unknown_left_on_evidence",
                  "submission_unknown is left only on a lookup's evidence", ("Q14", "Q15"),
                  lambda b, t, p, a: b.state != UNKNOWN or a.state == UNKNOWN

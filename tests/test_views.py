@@ -122,3 +122,44 @@ def test_spec_finds_tests_by_their_rule_marker(root):
 @pytest.mark.parametrize("trigger", sorted(QUERY.triggers()))
 def test_spec_documents_every_trigger(root, trigger):
     assert f"| `{trigger}`" in _spec.render_spec([QUERY], root / "tests")
+
+
+# --------------------------------------------------------------------------
+# System diagrams
+# --------------------------------------------------------------------------
+def _png_width(dot: str) -> int:
+    import struct
+
+    import pygraphviz
+
+    png: bytes = pygraphviz.AGraph(string=dot).draw(format="png", prog="dot")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width: int = struct.unpack(">I", png[16:20])[0]
+    return width
+
+
+@pytest.mark.parametrize("name", ["query", "approval"])
+def test_system_diagram_shows_what_the_instances_share(name: str) -> None:
+    from settled.model.systems import SYSTEMS
+
+    from settled._system_views import system_artefacts, system_dot
+
+    s = SYSTEMS[name]
+    dot = system_dot(s)
+    assert system_artefacts(s) == system_artefacts(s)  # deterministic, byte for byte
+    for shown in (*s.shared, *s.sync, *s.variable_names, *(t.trigger for t in s.transitions),
+                  *(r.trigger for r in s.refinements), *(i.name for i in s.invariants),
+                  *(r for x in (*s.transitions, *s.refinements, *s.invariants) for r in x.rules)):
+        assert shown in dot, f"{shown!r} missing from the {s.name} diagram"
+    assert f"× {s.instances}" in dot
+    assert _png_width(dot) <= 1000  # readable at README width (96 dpi)
+
+
+def test_system_diagrams_are_among_the_checked_views() -> None:
+    from settled.model.systems import SYSTEMS
+
+    from settled._cmd_views import diagram_files
+
+    files = diagram_files()
+    for s in SYSTEMS.values():
+        assert {f"{s.name}.dot", f"{s.name}.svg"} <= set(files)
