@@ -138,7 +138,7 @@ def _png_width(dot: str) -> int:
     return width
 
 
-@pytest.mark.parametrize("name", ["query", "approval"])
+@pytest.mark.parametrize("name", ["query", "approval", "ledger"])
 def test_system_diagram_shows_what_the_instances_share(name: str) -> None:
     from settled.model.systems import SYSTEMS
 
