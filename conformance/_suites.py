@@ -63,3 +63,16 @@ def approval_suite(adapter_class: type[Adapter] | None = None, store: str | None
 # machine name -> suite builder taking an optional adapter class (a mutant's)
 SUITES: dict[str, Callable[..., Suite]] = {"query": query_suite}
 SUITES["approval"] = approval_suite
+
+
+def ledger_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+    from settled.model import LEDGER
+
+    from ._ledger_adapter import FORBIDDEN, LedgerAdapter
+
+    cls = adapter_class or LedgerAdapter
+    return Suite("ledger", LEDGER, lambda: cls(3), instances=3,  # type: ignore[call-arg]
+                 forbidden=FORBIDDEN)
+
+
+SUITES["ledger"] = ledger_suite

@@ -51,7 +51,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
-from settled.model import APPROVAL, Config, Protocol, Transition, build_query_machine
+from settled.model import APPROVAL, LEDGER, Config, Protocol, Transition, build_query_machine
 from settled.model._core import Snapshot, Value, rule_sort_key
 
 SCHEMA_ID = "settled.trace/1"
@@ -361,6 +361,7 @@ def register_machine(name: str, machine: Machine | Protocol) -> None:
 
 register_machine("query", query_machine())
 register_machine("approval", APPROVAL)
+register_machine("ledger", LEDGER)  # one tool call of an assistant message
 
 
 # --------------------------------------------------------------------------

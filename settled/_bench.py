@@ -68,6 +68,7 @@ from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of
 from settled.impl import _db, _pg
 from settled.impl._demo_approval import bench_approval
+from settled.impl._demo_ledger import bench_ledger
 from settled.impl._errors import Busy
 from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
 from settled.impl._store import QueryStore, utc_now
@@ -100,6 +101,7 @@ class Sizes:
     system_size: tuple[int, int]  # build_query_system(queries, workers)
     transitions_max_states: int | None  # None: the oracle side explores the whole space too
     approval_seconds: float
+    ledger_seconds: float = 4.0
 
 
 # A few minutes on a shared 2-core machine. The single machine is the default
@@ -113,7 +115,7 @@ FULL = Sizes(rounds=3, queries_per_round=40, raw_commits_per_round=1500, race_qu
 QUICK = Sizes(rounds=1, queries_per_round=4, raw_commits_per_round=200, race_queries=8,
               lockstep_examples=3, lockstep_steps=MIN_STEPS + 5, trace_events=20_000,
               explore_bounds=(1, 2, 2), system_size=(1, 1), transitions_max_states=None,
-              approval_seconds=0.4)
+              approval_seconds=0.4, ledger_seconds=0.4)
 
 
 def _rate(n: float, seconds: float) -> float:
@@ -684,6 +686,13 @@ def bench_approval_section(directory: Path, sizes: Sizes = FULL,
     return figures
 
 
+def bench_ledger_section(directory: Path, sizes: Sizes = FULL,
+                         say: Say = lambda _: None) -> dict[str, Any]:
+    say(f"ledger: three-call turns, then recoveries of half-run turns, {sizes.ledger_seconds:g}s")
+    figures: dict[str, Any] = bench_ledger(directory, sizes.ledger_seconds)
+    return figures
+
+
 def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "python": host.python_version()}
 
@@ -748,5 +757,6 @@ def run_bench(quick: bool = False, directory: Path | None = None,
         report["trace_check"] = bench_trace_check(base / "trace", sizes, say)
         report["explore"] = bench_explore(sizes, say)
         report["approval"] = bench_approval_section(base / "approval", sizes, say)
+        report["ledger"] = bench_ledger_section(base / "ledger", sizes, say)
     report["seconds"] = round(time.perf_counter() - start, 1)
     return report

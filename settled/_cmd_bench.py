@@ -24,6 +24,7 @@ SECTIONS = {
     "trace_check": "the trace checker",
     "explore": "the explorer",
     "approval": "the approval runtime",
+    "ledger": "the tool-call ledger: turns and their recovery",
 }
 
 

@@ -80,10 +80,11 @@ def export_trace(
                                            "postgresql:// URL of a query store.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSON Lines file to write.")],
 ) -> None:
-    """Write an implementation's event log (query store or approval checkpoint) as settled.trace/1."""
+    """Write an implementation's event log (query store, approval checkpoint or ledger session
+    file) as settled.trace/1."""
     import psycopg
 
-    from settled.impl import _checkpoint, _events
+    from settled.impl import _checkpoint, _events, _ledger
     from settled.impl._errors import SettledError
     from settled.impl._pg import is_url, redact
 
@@ -91,6 +92,7 @@ def export_trace(
     try:
         lines = (_events.trace_lines(db) if is_url(db)
                  else _checkpoint.trace_lines(db) if _has_table(Path(db), "call_events")
+                 else _ledger.trace_lines(db) if _has_table(Path(db), "ledger_events")
                  else _events.trace_lines(db))
         with output.open("w", encoding="utf-8", newline="\n") as out:
             count = sum(1 for line in lines if out.write(line + "\n"))

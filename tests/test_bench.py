@@ -38,6 +38,8 @@ KEYS = {
                 "transitions_states_per_second", "transitions_states", "system_states",
                 "system_states_unreduced", "system_seconds"},
     "approval": {"writes_per_second", "lookups_per_second"},
+    "ledger": {"turns_per_second", "calls_per_second", "recoveries_per_second",
+               "recovery_seconds_over_turn_seconds"},
 }
 
 
