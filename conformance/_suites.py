@@ -36,8 +36,10 @@ def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = 
     from ._query_adapter import FORBIDDEN, QueryAdapter
 
     cls = adapter_class or QueryAdapter
+    # An adapter class that takes no store (a user's own) is called as before.
+    extra = {} if store is None else {"store": store}
     return Suite("query", build_query_machine(workers=2),
-                 lambda: cls(3, 2, store=store),  # type: ignore[call-arg]
+                 lambda: cls(3, 2, **extra),  # type: ignore[call-arg]
                  instances=3, forbidden=FORBIDDEN)
 
 
@@ -48,7 +50,8 @@ def approval_suite(adapter_class: type[Adapter] | None = None, store: str | None
     from ._approval_adapter import FORBIDDEN, ApprovalAdapter
 
     cls = adapter_class or ApprovalAdapter
-    return Suite("approval", APPROVAL, lambda: cls(3, store=store),  # type: ignore[call-arg]
+    extra = {} if store is None else {"store": store}
+    return Suite("approval", APPROVAL, lambda: cls(3, **extra),  # type: ignore[call-arg]
                  instances=3, forbidden=FORBIDDEN)
 
 
