@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from settled.conformance import Adapter, Refused
 from settled.impl._business import BusinessStore, Product
 from settled.impl._crash import CrashNow
 from settled.impl._db import write
@@ -57,15 +58,10 @@ from settled.impl._ledger import trace_lines as ledger_trace_lines
 from settled.model import LEDGER, Protocol
 from settled.model._core import Value
 
-from ._adapter import Adapter, Refused
-
 __all__ = ["FORBIDDEN", "LedgerAdapter"]
 
-# Caller actions the kit may ask to be refused, each refused before any write: a redelivered
-# call id with other parameters (L3), pairing a call with no receipt or twice, continuing a
-# turn with an unpaired call. (``run``/``reject`` and ``resume``/``recover_pair`` are one
-# runtime call each, whose outcome the world decides, so they are not probed.)
-FORBIDDEN: Final = frozenset({"reregister", "pair", "continue"})
+# Caller actions the kit may ask to be refused: declared by the model (``LEDGER.refusable``).
+FORBIDDEN: Final = LEDGER.refusable
 STOCK: Final = 100
 QUANTITY: Final = 2  # more than an upgraded contract allows (L5)
 

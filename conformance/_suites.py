@@ -45,7 +45,9 @@ def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = 
 
     cls = adapter_class or QueryAdapter
     protocol = _query_machine(2)
-    return Suite("query", protocol, lambda: cls(3, 2, store=store),  # type: ignore[call-arg]
+    # An adapter class that takes no store (a user's own) is called as before.
+    extra = {} if store is None else {"store": store}
+    return Suite("query", protocol, lambda: cls(3, 2, **extra),  # type: ignore[call-arg]
                  instances=3, forbidden=protocol.refusable)
 
 
@@ -56,7 +58,8 @@ def approval_suite(adapter_class: type[Adapter] | None = None, store: str | None
     from ._approval_adapter import ApprovalAdapter
 
     cls = adapter_class or ApprovalAdapter
-    return Suite("approval", APPROVAL, lambda: cls(3, store=store),  # type: ignore[call-arg]
+    extra = {} if store is None else {"store": store}
+    return Suite("approval", APPROVAL, lambda: cls(3, **extra),  # type: ignore[call-arg]
                  instances=3, forbidden=APPROVAL.refusable)
 
 
@@ -68,11 +71,11 @@ SUITES["approval"] = approval_suite
 def ledger_suite(adapter_class: type[Adapter] | None = None) -> Suite:
     from settled.model import LEDGER
 
-    from ._ledger_adapter import FORBIDDEN, LedgerAdapter
+    from ._ledger_adapter import LedgerAdapter
 
     cls = adapter_class or LedgerAdapter
     return Suite("ledger", LEDGER, lambda: cls(3), instances=3,  # type: ignore[call-arg]
-                 forbidden=FORBIDDEN)
+                 forbidden=LEDGER.refusable)
 
 
 SUITES["ledger"] = ledger_suite

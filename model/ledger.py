@@ -240,9 +240,16 @@ def build_ledger_machine() -> Protocol:
         meaning="the tool calls of one assistant message, their ledger entries and receipts, "
                 "and the recovery of the whole turn",
         states=STATES, initial=REQUESTED, variables=_variables(), transitions=transitions,
-        invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
+        invariants=INVARIANTS, step_properties=STEP_PROPERTIES, refusable=REFUSABLE,
         actors={"worker": "the agent runtime", "platform": "the business store",
                 "environment": "restarts, deployments, permission changes"})
+
+
+# What a caller may be refused, changing nothing: each is refused before any write. A
+# redelivered call id with other parameters (L3), pairing a call with no receipt or twice,
+# continuing a turn with an unpaired call. (``run``/``reject`` and ``resume``/``recover_pair``
+# are one runtime call each, whose outcome the world decides, so they are not probed.)
+REFUSABLE = frozenset({"reregister", "pair", "continue"})
 
 
 def _variables() -> tuple[Variable, ...]:

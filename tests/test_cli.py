@@ -126,3 +126,13 @@ def test_a_demo_keeps_its_databases_in_dir_for_export_trace(tmp_path: Path) -> N
     assert exported.returncode == 0
     again = _settled("demo", "query", "--dir", str(keep))
     assert again.returncode == 2 and "is not empty" in again.stderr
+
+
+def test_a_store_that_is_no_store_is_one_line_with_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    for command in (["verify", "--store", "mysql://x"], ["bench", "--quick", "--store", "x.db"]):
+        done = _settled(*command)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert "is neither 'sqlite'" in done.stderr and "Traceback" not in done.stderr
+    monkeypatch.setenv("SETTLED_STORE", "nonsense")
+    done = _settled("verify")
+    assert done.returncode == 2 and "'nonsense'" in done.stderr

@@ -448,7 +448,9 @@ STORE_MUTANTS = ("Q11-stale-epoch-write-accepted", "Q12-submitting-committed-aft
                  "Q8-reconfirmation-queues-again", "T2-condition-update-keeps-drafts",
                  "Q24-late-result-moves-newer-phase", "W6-token-record-in-its-own-transaction",
                  "W3-lookup-replays-other-arguments")
-DEFAULT_MUTANTS = ("Q11-stale-epoch-write-accepted", "W6-token-record-in-its-own-transaction")
+# The default run kills the business store's W6 bug on PostgreSQL (seconds);
+# the query store's (each minutes: the minimiser replays on a real server) are slow.
+DEFAULT_MUTANTS = ("W6-token-record-in-its-own-transaction",)
 
 
 def _killed_on_postgresql(pg_url: str, name: str) -> None:
