@@ -110,9 +110,9 @@ class Report:
         if self.failure:
             lines.append(self.failure)
         if self.counterexample is not None:
+            steps = self.counterexample.with_suffix("").with_suffix("").with_suffix(".steps.json")
             lines.append(f"counterexample: {self.counterexample} (replay it with "
-                         f"`settled replay {self.counterexample.with_suffix('').with_suffix('')}"
-                         ".steps.json`)")
+                         f"`settled replay {steps} [--adapter MODULE:FACTORY]`)")
         if self.counterexample_error:
             lines.append(f"COUNTEREXAMPLE NOT SAVED: {self.counterexample_error}")
         return "\n".join(lines)
