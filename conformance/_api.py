@@ -93,7 +93,9 @@ class Report:
     def text(self) -> str:
         head = {PASSED: "PASSED", DIVERGED: "DIVERGED", ADAPTER_ERROR: "ADAPTER ERROR"}[self.status]
         seed = "random" if self.seed is None else str(self.seed)
-        lines = [f"lockstep {self.machine}: {head} ({self.examples} runs, {self.instances} "
+        runs = (f"{self.examples} random runs" if self.examples or self.status != DIVERGED
+                else "found by the directed tour")
+        lines = [f"lockstep {self.machine}: {head} ({runs}, {self.instances} "
                  f"instances, profile {self.profile}, seed {seed}, {self.seconds:.1f} s, "
                  f"{self.trace_events} logged events accepted by the trace checker)"]
         if self.status == PASSED:
@@ -110,9 +112,9 @@ class Report:
         if self.failure:
             lines.append(self.failure)
         if self.counterexample is not None:
+            steps = self.counterexample.with_suffix("").with_suffix("").with_suffix(".steps.json")
             lines.append(f"counterexample: {self.counterexample} (replay it with "
-                         f"`settled replay {self.counterexample.with_suffix('').with_suffix('')}"
-                         ".steps.json`)")
+                         f"`settled replay {steps} [--adapter MODULE:FACTORY]`)")
         if self.counterexample_error:
             lines.append(f"COUNTEREXAMPLE NOT SAVED: {self.counterexample_error}")
         return "\n".join(lines)

@@ -73,6 +73,9 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: {ls['failure']}")
         if ls.get("unfired_transitions"):
             err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
+        if ls.get("not_checked"):
+            err.print(f"{name}: NOT CHECKED: {', '.join(ls['not_checked'])} (the adapter declares "
+                      "them unobservable; the campaign never compared them with the model)")
         for edge in ls.get("unfired_edges", []):
             err.print(f"{name}: the campaign never fired the edge {edge}")
         for case in ls.get("unfired_guard_alternatives", []):

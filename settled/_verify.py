@@ -25,6 +25,8 @@ from typing import Any
 
 from settled import _diagrams
 from settled._cmd_views import diagram_files, spec_files
+from settled.conformance._adapter import AdapterError
+from settled.conformance._api import probe
 from settled.conformance._explore import explore
 from settled.conformance._lockstep import (
     declared_cases,
@@ -101,7 +103,12 @@ def check_lockstep(name: str, profile_name: str, seed: int,
     edges = unfired_edges(suite.protocol, record.edges)
     cases = unfired_cases(suite.protocol, record.cases)
     failure = record.failure or record.adapter_error
+    try:
+        not_checked = list(probe(suite.adapter, suite.protocol)[2])
+    except AdapterError as exc:
+        not_checked, failure = [], failure or str(exc)
     lockstep = {"ok": failure is None and not missing and not edges and not cases,
+                "not_checked": not_checked,
                 "profile": profile_name, "seed": seed, "examples": record.examples,
                 "steps": sum(record.fired.values()), "seconds": round(seconds, 2),
                 "unfired_transitions": missing,

@@ -82,7 +82,7 @@ def test_verify_fails_naming_an_edge_the_campaign_never_fired(monkeypatch):
         record.fired = {transition_label(t): 1 for t in p.transitions}
         record.edges = {e: 1 for e in declared_edges(p)}
         record.cases = {c: 1 for c in declared_cases(p)}
-        del record.edges[("submission_unknown", "submission_unknown", "cancel_unanswered")]
+        record.edges.pop(("submission_unknown", "submission_unknown", "cancel_unanswered"), None)
         record.trace_events = 1
         return record
 
@@ -91,6 +91,9 @@ def test_verify_fails_naming_an_edge_the_campaign_never_fired(monkeypatch):
     assert not lockstep["ok"]
     assert lockstep["unfired_edges"] == ["cancel_unanswered: submission_unknown -> submission_unknown"]
     assert lockstep["unfired_transitions"] == []
+    assert lockstep["not_checked"] == []
+    approval, _trace, _record = _verify.check_lockstep("approval", "dev", 1)
+    assert approval["not_checked"] == ["retries_allowed"]  # declared unobservable: said, not hidden
 
 
 def test_the_overlay_counts_guard_alternatives():
