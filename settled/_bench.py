@@ -60,6 +60,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, rule
 
+from settled._demo_approval import bench_approval
+from settled._demo_ledger import bench_ledger
 from settled.conformance import _trace
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._lockstep import MIN_STEPS
@@ -67,8 +69,6 @@ from settled.conformance._suites import query_suite
 from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of
 from settled.impl import _db, _pg
-from settled.impl._demo_approval import bench_approval
-from settled.impl._demo_ledger import bench_ledger
 from settled.impl._errors import Busy
 from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
 from settled.impl._store import QueryStore, utc_now

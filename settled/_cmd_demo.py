@@ -19,11 +19,11 @@ from typing import Annotated, Any, Final
 import typer
 from rich.console import Console
 
+from settled._demo_approval import demo_approval
+from settled._demo_ledger import demo_ledger
+from settled._demo_query import STORE_FILE, demo_query
 from settled._paths import OutputPathError, writable_dir
 from settled.conformance._trace import CheckReport, check_lines
-from settled.impl._demo_approval import demo_approval
-from settled.impl._demo_ledger import demo_ledger
-from settled.impl._demo_query import STORE_FILE, demo_query
 from settled.impl._events import trace_lines
 
 __all__ = ["APPROVAL_STORY", "LEDGER_STORY", "approval_problems", "ledger_problems",

@@ -272,7 +272,7 @@ def test_cli_exit_codes_say_conforming_violating_unreadable(tmp_path):
 
 
 def test_export_trace_writes_the_implementations_log_and_it_conforms(tmp_path):
-    from settled.impl._demo_query import demo_query
+    from settled._demo_query import demo_query
 
     demo_query(tmp_path)
     out = tmp_path / "trace.jsonl"
@@ -290,7 +290,7 @@ def test_export_trace_of_a_missing_store_is_a_clear_error(tmp_path):
 
 @pytest.mark.rule("A4")
 def test_export_trace_reads_an_approval_checkpoint_too(tmp_path):
-    from settled.impl._demo_approval import demo_approval
+    from settled._demo_approval import demo_approval
 
     demo_approval(tmp_path)
     [checkpoint] = tmp_path.glob("*/checkpoint.db")
