@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from ._business import canonical_json
 from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
+from ._declared import require_declared
 from ._display import DISPLAY_SCHEMA, DisplayEvent, append_event, events_since
 from ._errors import Busy, InvalidInput, NotAllowed, NotFound
 
@@ -285,6 +286,7 @@ class CheckpointStore:
     @staticmethod
     def _log(conn: sqlite3.Connection, call: Call, event: str, move: tuple[str, CallState],
              display: tuple[str, Mapping[str, Any]] | None, now: float) -> None:
+        require_declared("approval", event, move[0], move[1].value)
         last = conn.execute("SELECT MAX(seq) FROM call_events WHERE call_id = ?",
                             (call.call_id,)).fetchone()[0]
         logged = canonical_json(_logged_vars(conn, call.call_id, move, now))

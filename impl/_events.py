@@ -39,6 +39,7 @@ from typing import Any, Final, cast
 from ..model.query import QueryState
 from . import _pg
 from ._db import connect
+from ._declared import require_declared
 from ._errors import NotFound
 from ._pg import is_url
 
@@ -94,6 +95,7 @@ def append_event(conn: sqlite3.Connection, query_id: str, trigger: str, params: 
     if not conn.in_transaction:
         raise RuntimeError("append_event needs the caller's write transaction: an event commits "
                            "with the state change it records, or not at all")
+    require_declared("query", trigger, QueryState(from_state).value, QueryState(to_state).value)
     seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM query_events WHERE query_id = ?",
                        (query_id,)).fetchone()[0]
     conn.execute(

@@ -64,6 +64,7 @@ from typing import Any, Final
 
 from ._business import BusinessStore, canonical_json, fingerprint, normalize
 from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
+from ._declared import require_declared
 from ._errors import CallerError, IdempotencyConflict, InvalidInput, NotAllowed, NotFound
 
 __all__ = [
@@ -810,6 +811,7 @@ class LedgerRuntime:
 
     def _log(self, conn: sqlite3.Connection, call_id: str, event: str, source: str, dest: str,
              params: Mapping[str, Any] | None = None) -> None:
+        require_declared("ledger", event, source, dest)
         seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM ledger_events WHERE call_id = ?",
                            (call_id,)).fetchone()[0]
         conn.execute("INSERT INTO ledger_events (call_id, seq, event, from_state, state, params, "
