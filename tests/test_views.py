@@ -246,3 +246,30 @@ def test_spec_finds_tests_by_their_rule_marker(root):
 @pytest.mark.parametrize("trigger", sorted(QUERY.triggers()))
 def test_spec_documents_every_trigger(root, trigger):
     assert f"| `{trigger}`" in _spec.render_spec([QUERY], root / "tests")
+
+
+def test_spec_lists_the_state_machines_outside_the_model_and_they_are_still_outside(root):
+    """SPEC.md names the task phase and message attribution as outside the model; if a
+    machine for either is declared in model/, this test says the list is stale."""
+    text = _spec.render_spec(list(MACHINES.values()), root / "tests")
+    section = text.split("## Outside the model")[1].split("## Traceability")[0]
+    assert "`tasks.phase`" in section and "`messages.attribution`" in section
+    assert not {"task_phase", "phase", "message_attribution", "attribution"} & set(MACHINES)
+    from settled.impl import _store, _worker
+    phases = {_store.PHASE_OPEN, _store.PHASE_EXECUTING, *_worker.SETTLED_PHASE.values()}
+    assert all(f"`{phase}`" in section for phase in phases)
+    from settled.model.systems import SYSTEMS
+    assert [v.name for v in SYSTEMS["query"].variables] == ["message"]
+
+
+def test_checkpoint_call_states_are_the_approval_models_minus_the_unseen_two():
+    from settled.impl._checkpoint import NOT_CHECKPOINTED, CallState
+    from settled.model.approval import ApprovalState
+
+    assert {s.value for s in CallState} == {s.value for s in ApprovalState} - {
+        s.value for s in NOT_CHECKPOINTED}
+    assert {s.value for s in NOT_CHECKPOINTED} == {"proposed", "committed"}
+    for name in ("proposed", "committed", "nonsense"):
+        with pytest.raises(ValueError):
+            CallState(name)
+    assert CallState.PENDING == ApprovalState.PENDING and CallState("unknown").name == "UNKNOWN"
