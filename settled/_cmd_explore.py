@@ -92,8 +92,9 @@ def explore_command(
     unreduced state counts."""
     _check_bounds(queries, workers)
     _check_outputs(itf, graph)
+    memory = _check_memory(model, queries, workers, max_states)
     if queries > 1:
-        _explore_system(model, queries, workers, as_json, itf, graph, max_states)
+        _explore_system(model, queries, workers, as_json, itf, graph, max_states, memory)
         return
     protocol = machine_for(model, workers)
     with Progress(not as_json) as progress:
@@ -103,7 +104,8 @@ def explore_command(
     if graph is not None:
         graph.write_text(json.dumps(result.graph_json(), sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
-        print(json.dumps(result.to_json(), sort_keys=True, default=str))
+        print(json.dumps({**result.to_json(), "memory_estimate": memory}, sort_keys=True,
+                         default=str))
     else:
         report_text(result)
     raise typer.Exit(exit_code(bool(result.findings), result.complete))
@@ -137,6 +139,24 @@ def _check_bounds(queries: int, workers: int | None) -> None:
         raise typer.Exit(2)
 
 
+def _check_memory(model: str, queries: int, workers: int | None,
+                  max_states: int | None) -> dict[str, object] | None:
+    """Say how much memory the run will take; refuse one that cannot fit (exit 2)."""
+    from settled._memory import estimate
+
+    if model not in MACHINES:
+        return None  # the unknown name is reported by the command itself
+    guess = estimate(model, queries, workers, max_states)
+    what = f"{model}" + (f" with --queries {queries}" if queries > 1 else "") + (
+        f" --workers {workers}" if workers is not None else "")
+    if not guess.fits:
+        err.print(f"{what} needs {guess.text()}; lower --queries or --workers, or stop early "
+                  "with --max-states N")
+        raise typer.Exit(2)
+    err.print(f"estimate: {guess.text()}")
+    return guess.to_json()
+
+
 def _check_outputs(itf: Path | None, graph: Path | None) -> None:
     try:
         if itf is not None:
@@ -149,7 +169,8 @@ def _check_outputs(itf: Path | None, graph: Path | None) -> None:
 
 
 def _explore_system(model: str, queries: int, workers: int | None, as_json: bool,
-                    itf: Path | None, graph: Path | None, max_states: int | None) -> None:
+                    itf: Path | None, graph: Path | None, max_states: int | None,
+                    memory: dict[str, object] | None = None) -> None:
     if model not in SYSTEMS:
         err.print(f"unknown model {model!r}; choose one of {sorted(SYSTEMS)}")
         raise typer.Exit(2)
@@ -170,7 +191,8 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
                 meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules)}
                 write_itf(itf / f.file_name, f.counterexample.to_itf(meta))
     if as_json:
-        print(json.dumps(result.to_json(), sort_keys=True, default=str))
+        print(json.dumps({**result.to_json(), "memory_estimate": memory}, sort_keys=True,
+                         default=str))
     else:
         out = Console(highlight=False, soft_wrap=True)
         out.print(f"{result.system} ({system.meaning}): {result.states:,} states explored, "
