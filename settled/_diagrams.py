@@ -149,10 +149,13 @@ def _quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _header(name: str, title: str) -> list[str]:
+def _header(name: str, title: str, fit: bool = True) -> list[str]:
+    """The graph's settings; ``fit`` scales a layout wider than :data:`MAX_INCHES` down to it
+    (the coverage overlay, a diagnostic to zoom into, keeps its natural size)."""
+    size = f'size="{MAX_INCHES},40", ' if fit else ""
     return [f'digraph "{_quote(name)}" {{',
             '  graph [rankdir=TB, fontname="Helvetica", fontsize=12, nodesep=0.12, ranksep=0.4, '
-            f'ordering=out, size="{MAX_INCHES},40", label="{_quote(title)}", labelloc=t, '
+            f'ordering=out, {size}label="{_quote(title)}", labelloc=t, '
             'labeljust=l, newrank=true];',
             '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", '
             'fontsize=11, margin="0.08,0.04", label="\\N"];',
@@ -307,7 +310,8 @@ def to_dot(p: Protocol, counts: Counts | None = None) -> str:
     states (see :func:`loop_groups`); the rest are listed inside their state's box. The
     coverage overlay lists every self-loop in its own state, with its count."""
     title = f"{p.name}{' coverage' if counts is not None else ''}: {p.meaning}"
-    out = [*_header(p.name, title), *_legend(p, focused=False, coverage=counts is not None),
+    out = [*_header(p.name, title, fit=counts is None),
+           *_legend(p, focused=False, coverage=counts is not None),
            '  "__start__" [shape=point, width=0.15];',
            f'  "__start__" -> "{p.initial}";']
     state_loops = loops(p)
