@@ -32,6 +32,15 @@ def bench(
         "--dir", help="Where the temporary files go; a real disk, the commits are the point.")] = None,
 ) -> None:
     """Measure every part side by side in one run and report rates with their ratios."""
+    if directory is not None:
+        from settled._paths import OutputPathError, writable_dir
+
+        try:
+            writable_dir(directory)
+        except OutputPathError as e:
+            err.print(f"{e}; pass a writable --dir")
+            raise typer.Exit(2) from None
+        directory = directory.resolve()
     report = run_bench(quick=quick, directory=directory,
                        say=(lambda _: None) if as_json else (lambda line: err.print(line)))
     if as_json:

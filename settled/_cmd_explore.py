@@ -91,6 +91,7 @@ def explore_command(
     and the search is reduced by symmetry; the report gives both the reduced and the
     unreduced state counts."""
     _check_bounds(queries, workers)
+    _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
     memory = _check_memory(model, queries, workers, max_states)
     if queries > 1:
@@ -127,7 +128,24 @@ def exit_code(found: bool, complete: bool) -> int:
     return 0 if complete else INCOMPLETE
 
 
+def _check_usage(model: str, queries: int, workers: int | None, graph: Path | None) -> None:
+    """Options that do not go together, refused before any estimate or work."""
+    if model not in MACHINES:
+        err.print(f"unknown model {model!r}; choose one of {sorted(MACHINES)}")
+        raise typer.Exit(2)
+    if workers is not None and model != "query":
+        err.print(f"--workers {workers}: only the query machine has worker processes; drop "
+                  "--workers")
+        raise typer.Exit(2)
+    if queries > 1 and graph is not None:
+        err.print("--graph writes the state graph of one machine; drop --queries or --graph")
+        raise typer.Exit(2)
+
+
 def _check_bounds(queries: int, workers: int | None) -> None:
+    if workers is not None and workers < 1:
+        err.print(f"--workers must be at least 1, got {workers}")
+        raise typer.Exit(2)
     if queries > MAX_QUERIES:
         err.print(f"--queries {queries} is over the maximum {MAX_QUERIES}: each query multiplies "
                   "the space by thousands of states (two queries with two workers are already "

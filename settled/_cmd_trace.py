@@ -8,7 +8,7 @@ import sqlite3
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -27,11 +27,14 @@ def check(
     try:
         report = check_file(trace)
     except TraceError as exc:
-        if as_json:
-            print(json.dumps({"ok": False, "error": str(exc), "line": exc.line}))
-        else:
-            err.print(f"{trace}: {exc}")
-        raise typer.Exit(2) from None
+        _unreadable(trace, str(exc), exc.line, as_json)
+    except RecursionError:
+        _unreadable(trace, "a JSON value nested too deeply to be an event", None, as_json)
+    except MemoryError:
+        _unreadable(trace, "too large to read into memory", None, as_json)
+    if report.events == 0:
+        # Nothing was checked: an empty log is not evidence that an implementation conforms.
+        _unreadable(trace, "no events: the trace is empty, so nothing was checked", None, as_json)
     if as_json:
         print(json.dumps(report.to_json(), sort_keys=True))
     else:
@@ -41,6 +44,14 @@ def check(
         out.print(f"{trace}: {report.events} events, {report.instances} instances: {verdict} "
                   f"({report.seconds:.2f}s)")
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _unreadable(trace: Path, text: str, line: int | None, as_json: bool) -> NoReturn:
+    if as_json:
+        print(json.dumps({"ok": False, "error": text, "line": line}))
+    else:
+        err.print(f"{trace}: {text}")
+    raise typer.Exit(2)
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -133,10 +144,24 @@ def read_trace_lines(db: Path) -> list[str]:
 
 
 def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path`` and rename it over ``path``."""
+    """Write ``text`` to a temporary file next to ``path`` and rename it over ``path``.
+
+    A symbolic link is written through (its target is replaced, the link stays); a path
+    that is not a regular file (``/dev/null``, a pipe) is written to directly."""
+    if path.is_symlink():
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        return
     fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
                                prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private; give it the mode a plain open() would have (or
+        # keep the mode of the file it replaces).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
             out.flush()
