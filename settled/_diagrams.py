@@ -27,6 +27,7 @@ version comment is dropped so the file depends only on the layout.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -175,31 +176,39 @@ def _state_attrs(p: Protocol, name: str) -> list[str]:
 
 
 def _legend(p: Protocol, focused: bool, coverage: bool = False) -> list[str]:
-    """A legend cluster in one row: one sample edge per kind, drawn with that kind's
-    style, and the node styles. It is part of every SVG, so the picture explains itself."""
-    rows, names = [], []
+    """A compact legend cluster: one sample edge per kind, two to a row, drawn with that
+    kind's style, then the node styles. It is part of every SVG, so the picture explains
+    itself."""
+    rows = []
     for k, (colour, style, text) in KINDS.items():
         a, b = f"__legend_{k}_a", f"__legend_{k}_b"
-        names += [a, b]
         rows += [f'    "{a}" [shape=point, width=0.04, color="{colour}"];',
                  f'    "{b}" [shape=point, width=0.04, color="{colour}"];',
                  f'    "{a}" -> "{b}" [label="{text}", color="{colour}", fontcolor="{colour}", '
                  f'style={style}];']
-    where = ("every transition with its guards [in brackets]" if focused
-             else f"↻ a self-loop, listed in its state; guards in {p.name}.STATE.svg and SPEC.md")
+    where = (["every transition with its guards [in brackets]"] if focused
+             else ["↻ a self-loop, listed in its state;",
+                   f"guards in {p.name}.STATE.svg and SPEC.md"])
     if coverage:
-        where = ("×N: times the campaign fired it; edges darker and thicker the more; "
-                 "magenta: NEVER FIRED; dashes and row colours by kind")
-    names += ["__legend_initial", "__legend_unknown", "__legend_terminal"]
+        where = ["×N: times the campaign fired it; edges darker and", "thicker the more; "
+                 "magenta: NEVER FIRED; dashes and row colours by kind"]
+    note = "\\l".join(_quote(line) for line in where) + "\\l"
+    kinds = list(KINDS)
+    pairs = [kinds[i:i + 2] for i in range(0, len(kinds), 2)]
+    same = [" ".join(f'"__legend_{k}_{end}";' for k in pair for end in "ab") for pair in pairs]
+    chain = ["__legend_note", *(f"__legend_{pair[0]}_a" for pair in pairs), "__legend_unknown"]
     return ['  subgraph cluster_legend {',
-            f'    graph [label="legend: {_quote(where)}", fontsize=9, style="rounded,dashed", '
+            '    graph [label="legend", fontsize=9, style="rounded,dashed", '
             'color="#999999", labeljust=l, margin=4];',
             '    node [fontsize=9, margin="0.04,0.02", height=0.2];',
+            f'    "__legend_note" [shape=plain, style="", label="{note}"];',
             *rows,
             '    "__legend_initial" [label="initial", penwidth=2.5];',
             '    "__legend_unknown" [label="unknown", fillcolor="#f5a623"];',
             '    "__legend_terminal" [label="terminal", peripheries=2, fillcolor="#e6e6e6"];',
-            '    { rank=same; ' + " ".join(f'"{n}";' for n in names) + " }",
+            *(f"    {{ rank=same; {row} }}" for row in same),
+            '    { rank=same; "__legend_initial"; "__legend_unknown"; "__legend_terminal"; }',
+            *(f'    "{x}" -> "{y}" [style=invis];' for x, y in itertools.pairwise(chain)),
             '  }']
 
 

@@ -142,15 +142,17 @@ def test_terminal_unknown_and_initial_states_are_drawn_distinctly():
     assert g.get_node("drafted").attr["penwidth"] == "2.5"
 
 
-def test_overview_png_fits_a_reader_at_96_dpi(tmp_path):
-    """query.svg rendered to PNG at 96 dpi is at most 1,000 px wide, and the layout is
-    not squeezed into it: its natural width is within 15 % of that, so the 9 pt text
-    stays at least 7.7 pt on screen."""
+def test_overview_png_fits_a_reader_at_96_dpi():
+    """query.svg rendered to PNG at 96 dpi is at most 1,000 px wide, and no diagram (the
+    overviews and the focused ones) is squeezed into that: its natural width is within 15 %
+    of it, so the 9 pt text stays at least 7.7 pt on screen."""
     for p in MACHINES.values():
-        dot = _diagrams.to_dot(p)
-        width, _ = _diagrams.png_size(_diagrams.to_png(dot, dpi=96))
-        assert 600 < width <= 1000, (p.name, width)
-        assert _diagrams.natural_width(dot) * 96 / 72 <= 1150, p.name
+        dots = {p.name: _diagrams.to_dot(p)} | {
+            f"{p.name}.{s}": _diagrams.to_focused_dot(p, s) for s in _diagrams.focused_states(p)}
+        for name, dot in dots.items():
+            width, _ = _diagrams.png_size(_diagrams.to_png(dot, dpi=96))
+            assert 500 < width <= 1000, (name, width)
+            assert _diagrams.natural_width(dot) * 96 / 72 <= 1150, name
     svg = _diagrams.artefacts(QUERY)["query.svg"]
     points = float(re.search(rb'<svg width="([\d.]+)pt"', svg).group(1))
     assert points * 96 / 72 <= 1000
