@@ -165,6 +165,10 @@ def _check_memory(model: str, queries: int, workers: int | None,
     if model not in MACHINES:
         return None  # the unknown name is reported by the command itself
     guess = estimate(model, queries, workers, max_states)
+    if guess is None:
+        err.print(f"estimate: none, no measured run of {model} with {queries} instance(s) "
+                  "(see settled/_memory.py); --max-states N bounds the run")
+        return None
     what = f"{model}" + (f" with --queries {queries}" if queries > 1 else "") + (
         f" --workers {workers}" if workers is not None else "")
     if not guess.fits:

@@ -99,12 +99,20 @@ def states(model: str, instances: int, workers: int | None) -> tuple[int, bool]:
         last, _ = states(model, instances - 1, w)
         before, _ = states(model, instances - 2, w)
         return last * last // max(1, before), False
-    raise ValueError(f"no measure for {model} with {instances} instances")
+    raise Unmeasured(f"no measured run of {model} with {instances} instance(s)")
+
+
+class Unmeasured(LookupError):
+    """No measured figure to estimate from (a machine added after the table was made)."""
 
 
 def estimate(model: str, instances: int, workers: int | None,
-             max_states: int | None = None, limit: int | None = None) -> Estimate:
-    count, measured = states(model, instances, workers)
+             max_states: int | None = None, limit: int | None = None) -> Estimate | None:
+    """The estimate, or None when nothing measured stands behind one (said, not guessed)."""
+    try:
+        count, measured = states(model, instances, workers)
+    except (Unmeasured, KeyError):
+        return None
     if max_states is not None and max_states < count:
         count, measured = max_states, True
     per_state = SINGLE_BYTES_PER_STATE if instances == 1 else SYSTEM_BYTES_PER_STATE
