@@ -68,6 +68,7 @@ from typing import Any
 import networkx as nx
 
 from ..model._core import (
+    NO_EFFECT,
     Config,
     IllegalTransition,
     Params,
@@ -258,6 +259,115 @@ class _Local:
         self._sync_ids: dict[tuple[str, tuple[tuple[str, Value], ...]], int] = {}
         terminal = p.terminal_states
         domains = [frozenset(v.domain) for v in p.variables]
+        if successors == p.enabled:
+            head = self._expand_table(limit, domains, terminal)
+        else:
+            head = self._expand(successors, limit, domains, terminal)
+        self.expanded = head
+        self.label_start.append(len(self.labels))
+        for c in self.configs[head:]:  # reached but left unexpanded by the limit
+            self._check(c, p.snapshot(c), domains, terminal)
+        self.settles_alone = self._settles_alone()
+
+    def _expand_table(self, limit: int | None, domains: list[frozenset[Value]],
+                      terminal: frozenset[str]) -> int:
+        """:meth:`_expand` for the table's own successor function, compiled.
+
+        The same semantics as ``Protocol.enabled`` (per state, each parameter choice takes the
+        first transition of its trigger group whose guards pass), evaluated on plain tuples:
+        each state's plan is flattened once into guard functions, effect and destination, a
+        configuration is interned as ``(state, values)``, and its variables are put in a dict
+        once, when it is first reached, for the guards, invariants and step properties."""
+        p = self.protocol
+        index = p._index
+        names = tuple(index)
+        props = tuple(enumerate(sp.fn for sp in p.step_properties))
+        keys: dict[int, TransitionKey] = {}
+        plans: dict[str, tuple[tuple[Params, tuple[tuple[tuple[Any, ...], Any, Any, Transition,
+                                                        TransitionKey], ...]], ...]] = {}
+        for state, plan in p._plan.items():
+            plans[state] = tuple(
+                (params, tuple((tuple(g.fn for g in t.guards),
+                                None if t.effect is NO_EFFECT else t.effect.fn, t.dest, t,
+                                keys.get(id(t)) or keys.setdefault(id(t), _transition_key(t)))
+                               for t in fitting))
+                for params, fitting in plan)
+        ids: dict[tuple[str, tuple[Value, ...]], int] = {}
+        snaps: list[Snapshot] = []
+        configs, labels, label_dest = self.configs, self.labels, self.label_dest
+
+        def intern(state: str, values: tuple[Value, ...]) -> int:
+            key = (state, values)
+            cid = ids.get(key)
+            if cid is None:
+                cid = ids[key] = len(configs)
+                configs.append(Config(state, values))
+                snaps.append(Snapshot(state, dict(zip(names, values, strict=True))))
+            return cid
+
+        intern(p.initial, p.initial_config().values)
+        head = 0
+        while head < len(configs):
+            if limit is not None and head >= limit:
+                self.complete = False
+                break
+            c = configs[head]
+            cid = head
+            head += 1
+            before = snaps[cid]
+            state, values, v = c.state, c.values, before.v
+            outside = self._check(c, before, domains, terminal)
+            moves: dict[int, int] = {}
+            syncs: list[tuple[int, int, int]] = []
+            bad: list[tuple[int, bool, tuple[int, ...]]] = []
+            fired: set[TransitionKey] = set()
+            loop = False
+            self.label_start.append(len(labels))
+            for params, fitting in () if outside else plans.get(state, ()):
+                for guards, effect, dest, t, tkey in fitting:
+                    for g in guards:
+                        if not g(v, params):
+                            break
+                    else:
+                        after_values = values
+                        if effect is not None:
+                            updates = effect(v, params)
+                            if updates:
+                                changed = list(values)
+                                for name, value in updates.items():
+                                    changed[index[name]] = value
+                                after_values = tuple(changed)
+                        d = intern(state if dest is None else dest, after_values)
+                        label = len(labels)
+                        labels.append((t, params))
+                        label_dest.append(d)
+                        fired.add(tkey)
+                        after = snaps[d]
+                        broken: tuple[int, ...] = ()
+                        for k, fn in props:  # a plain loop: called for every label
+                            if not fn(before, t, params, after):
+                                broken += (k,)
+                        if broken:
+                            bad.append((label, t.sync, broken))
+                        if t.sync:
+                            syncs.append((self._sync_id(t.trigger, params), d, label))
+                        elif d == cid:
+                            loop = True
+                        else:
+                            moves.setdefault(d, label)
+                        break
+            self.moves.append(tuple(moves.items()))
+            self.moveset.append(frozenset(moves))
+            self.selfloop.append(loop)
+            self.syncs.append(tuple(syncs))
+            self.bad_steps.append(tuple(bad))
+            self.fired.append(frozenset(fired))
+        return head
+
+    def _expand(self, successors: Successors, limit: int | None, domains: list[frozenset[Value]],
+                terminal: frozenset[str]) -> int:
+        """Breadth-first over one instance, through any successor function (the oracle's)."""
+        p = self.protocol
         snaps: dict[Config, Snapshot] = {}
         keys: dict[int, TransitionKey] = {}
 
@@ -308,11 +418,7 @@ class _Local:
             self.syncs.append(tuple(syncs))
             self.bad_steps.append(tuple(bad))
             self.fired.append(frozenset(fired))
-        self.expanded = head
-        self.label_start.append(len(self.labels))
-        for c in self.configs[head:]:  # reached but left unexpanded by the limit
-            self._check(c, p.snapshot(c), domains, terminal)
-        self.settles_alone = self._settles_alone()
+        return head
 
     def _settles_alone(self) -> bytearray:
         """1 for each configuration that reaches a terminal one by non-sync steps alone."""
@@ -336,8 +442,11 @@ class _Local:
         """Record what ``c`` breaks and whether it counts as settled; True if outside a domain."""
         p = self.protocol
         broken = [(INVARIANT, i) for i, inv in enumerate(p.invariants) if not inv.fn(c.state, snap.v)]
-        outside = [(DOMAIN, i) for i, (x, dom) in enumerate(zip(c.values, domains, strict=True))
-                   if not _in_domain(x, dom)]
+        try:
+            outside = [(DOMAIN, i) for i, x in enumerate(c.values) if x not in domains[i]]
+        except TypeError:  # an unhashable value: certainly not one of the declared values
+            outside = [(DOMAIN, i) for i, (x, dom) in enumerate(zip(c.values, domains, strict=True))
+                       if not _in_domain(x, dom)]
         self.broken.append((*broken, *outside))
         # A configuration outside the declared domains is reported and not explored: past the
         # bounds the space may be infinite (a count that never stops growing). For deadlocks and
@@ -907,6 +1016,19 @@ def _coverage(space: _Space) -> tuple[list[Finding], list[Finding]]:
                                      tuple(rules)))
     unfired = []
     counts: dict[str, int] = {}
+    edges = {(local.configs[c].state, k) for c in seen for k in local.fired[c]}
+    for t in p.transitions:
+        key = _transition_key(t)
+        if key not in fired or len(t.source) == 1:
+            continue  # never fired at all: said once below, for the whole transition
+        for src in t.source:
+            if (src, key) not in edges:
+                name = f"{t.trigger}: {src} -> {t.target(src)}"
+                unfired.append(Finding(
+                    UNFIRED, name, f"the edge {name} [{t.guard_text or 'always'}] never fires "
+                    f"(the transition fires from other sources); drop '{src}' from its sources",
+                    t.rules, detail={"edge": {"from": src, "trigger": t.trigger,
+                                              "to": t.target(src)}}))
     for t in p.transitions:
         counts[t.trigger] = counts.get(t.trigger, 0) + 1
         name = t.trigger if sum(x.trigger == t.trigger for x in p.transitions) == 1 \

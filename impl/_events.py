@@ -34,11 +34,13 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ..model.query import QueryState
+from . import _pg
 from ._db import connect
 from ._errors import NotFound
+from ._pg import is_url
 
 __all__ = [
     "MACHINE",
@@ -158,13 +160,17 @@ def _trace_row(row: sqlite3.Row) -> EventRow:
 
 def _require_store(db_path: str | Path) -> None:
     # connect() would create an empty file; exporting nothing from a typo is worse than an error.
+    if is_url(db_path):
+        return  # a server says for itself whether the store is there
     if not Path(db_path).is_file():
         raise NotFound(f"no query store at {str(db_path)!r}; pass the path of an existing store file")
 
 
 def iter_trace(db_path: str | Path) -> Iterator[EventRow]:
+    """The log of the store at ``db_path``: a file, or a postgresql:// URL (read, never created)."""
     _require_store(db_path)
-    conn = connect(db_path)
+    conn = (cast(sqlite3.Connection, _pg.connect(str(db_path))) if is_url(db_path)
+            else connect(db_path))
     try:
         yield from events(conn)
     finally:

@@ -109,6 +109,7 @@ MAX_SUBMISSIONS = 3
 # Platform states for this query_id.
 P_NONE, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_REJECTED = (
     "not_received", "running", "succeeded", "failed", "cancelled", "rejected")
+TERMINAL = frozenset(s.name for s in STATES if s.terminal)
 PLATFORM_STATES = (P_NONE, P_RUNNING, P_SUCCEEDED, P_FAILED, P_CANCELLED, P_REJECTED)
 
 # Triggers that carry platform evidence about this query_id.
@@ -120,6 +121,10 @@ PLATFORM_CALLS = frozenset({"submit_answered", "submit_response_lost", "submit_u
 # The one event name for "the submit call got no answer": the worker cannot tell
 # a lost answer from an undelivered request, so its log cannot either.
 UNANSWERED = "submit_unanswered"
+
+# What a caller may be refused, changing nothing: the user's actions that decide in one
+# transaction, and a worker's submit steps (a stale lease, a spent submission budget).
+REFUSABLE = frozenset({"confirm", "cancel", "revised", "begin_submit", "resubmit"})
 
 # Parameters the environment chooses.
 QUOTES = ("whole", "part", "notification")
@@ -170,7 +175,13 @@ HOLDING = Guard("holding", "worker holds a lease", lambda v, p: _held(v, p) > 0,
 def _platform_is(*states: str) -> Guard:
     name = "platform_" + "_or_".join(states)
     text = "platform is " + " or ".join(states)
-    return Guard(name, text, lambda v, p: v["platform"] in states, reads=("platform",))
+    cases = tuple((f"platform {s}", _platform_equals(s)) for s in states) if len(states) > 1 else ()
+    return Guard(name, text, lambda v, p: v["platform"] in states, reads=("platform",),
+                 cases=cases)
+
+
+def _platform_equals(state: str):  # type: ignore[no-untyped-def]
+    return lambda v, p: v["platform"] == state
 
 
 def _effect(text: str, fn) -> Effect:  # type: ignore[no-untyped-def]
@@ -221,9 +232,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
     submit = _effect("submissions += 1; submit_epoch := lease_epoch; ids_submitted := 1",
                      lambda v, p: {"submissions": v["submissions"] + 1,
                                    "submit_epoch": v["lease_epoch"], "ids_submitted": 1})
-    stored = _effect("platform := running if not_received (dedupe by query_id)",
-                     lambda v, p: {"platform": P_RUNNING if v["platform"] == P_NONE
-                                   else v["platform"]})
+    stored = _effect("platform := running", lambda v, p: {"platform": P_RUNNING})
     by_worker = (worker,)
 
     def lookup(trigger: str, dest: str | None, guard: Guard | None, meaning: str, rules: tuple[str, ...],
@@ -302,11 +311,11 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    guards=(FRESH_LEASE,), effect=submit, actor="worker", params=by_worker),
         Transition("submit_answered", (SUBMITTING,), RUNNING,
                    "the platform accepted (or deduplicated) the submission", ("Q12", "Q18"),
-                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE, P_RUNNING)),
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE)),
                    effect=stored, actor="worker", params=by_worker),
         Transition("submit_response_lost", (SUBMITTING,), UNKNOWN,
                    "the platform stored it but the answer was lost", ("Q14", "Q18"),
-                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE, P_RUNNING)),
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE)),
                    effect=stored, actor="worker", params=by_worker, observed_as=UNANSWERED),
         Transition("submit_undelivered", (SUBMITTING,), UNKNOWN,
                    "the request never arrived; the worker cannot tell it from a lost answer",
@@ -368,12 +377,13 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    effect=_effect("platform := cancelled", lambda v, p: {"platform": P_CANCELLED}),
                    actor="worker", params=by_worker, observed_as=None),
         # ---- the platform's own progress -------------------------------------
-        Transition("platform_succeeds", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
+        # Not from not_found: there the platform has nothing to run (not_found_is_true).
+        Transition("platform_succeeds", (SUBMITTING, UNKNOWN, RUNNING), None,
                    "the platform finishes the query", ("Q18",),
                    guards=(_platform_is(P_RUNNING),),
                    effect=_effect("platform := succeeded", lambda v, p: {"platform": P_SUCCEEDED}),
                    actor="platform", observed_as=None),
-        Transition("platform_fails", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
+        Transition("platform_fails", (SUBMITTING, UNKNOWN, RUNNING), None,
                    "the query fails on the platform", ("Q18", "Q17"),
                    guards=(_platform_is(P_RUNNING),),
                    effect=_effect("platform := failed", lambda v, p: {"platform": P_FAILED}),
@@ -415,7 +425,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         meaning="query execution (the data agent's SQL on an external platform): one query from "
                 "draft to settled",
         states=STATES, initial=DRAFTED, variables=variables, transitions=tuple(transitions),
-        invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
+        invariants=INVARIANTS, step_properties=STEP_PROPERTIES, refusable=REFUSABLE,
         actors={"user": "the user and agent tools", "worker": "a worker holding a lease",
                 "platform": "the synthetic platform", "environment": "crashes"})
 
@@ -484,7 +494,7 @@ STEP_PROPERTIES = (
                  "every worker write is made under the row's current lease_epoch", ("Q11",),
                  _stale_write),
     StepProperty("terminal_absorbs", "no step leaves a terminal state", ("Q16", "Q21"),
-                 lambda b, t, p, a: b.state not in {s.name for s in STATES if s.terminal}),
+                 lambda b, t, p, a: b.state not in TERMINAL),
     StepProperty("unknown_left_on_evidence",
                  "submission_unknown is left only on a lookup's evidence", ("Q14", "Q15"),
                  lambda b, t, p, a: b.state != UNKNOWN or a.state == UNKNOWN

@@ -16,7 +16,12 @@ from settled.conformance._explore import ExploreResult, explore
 from settled.conformance._itf import write_itf
 from settled.conformance._system import explore_system
 from settled.model import MACHINES, Protocol, build_query_machine
-from settled.model.systems import SYSTEMS, build_approval_system, build_query_system
+from settled.model.systems import (
+    SYSTEMS,
+    build_approval_system,
+    build_ledger_system,
+    build_query_system,
+)
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -87,7 +92,8 @@ def explore_command(
     """Explore every reachable state; exit 0 only when nothing is found.
 
     With ``--queries N`` (N > 1) the N instances form the declared system: they share the
-    task's version, the session and the worker processes (query) or the stock (approval),
+    task's version, the session and the worker processes (query), the stock (approval) or
+    the run and read permission (ledger),
     and the search is reduced by symmetry; the report gives both the reduced and the
     unreduced state counts."""
     _check_bounds(queries, workers)
@@ -203,6 +209,7 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
         err.print(f"--workers {workers}: only the query system has worker processes (at least 1)")
         raise typer.Exit(2)
     system = (build_query_system(queries=queries, workers=workers or 1) if model == "query"
+              else build_ledger_system(calls=queries) if model == "ledger"
               else build_approval_system(calls=queries))
     with Progress(not as_json) as progress:
         result = explore_system(system, max_states=max_states, progress=progress)

@@ -13,50 +13,75 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from settled.conformance._trace import TraceError, check_file
+from settled.conformance._trace import CheckerFault, CheckReport, TraceError, check_file
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
+EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE, EXIT_INCOMPLETE = 0, 1, 2, 3
+
 
 def check(
-    trace: Annotated[Path, typer.Argument(help="A settled.trace/1 JSON Lines file.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    trace: Annotated[str | None, typer.Argument(
+        help="A settled.trace/1 JSON Lines file; - reads standard input.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
+    first: Annotated[bool, typer.Option(
+        "--first", help="Stop at the first instance that does not conform.")] = False,
 ) -> None:
-    """Replay a recorded trace through the model; exit 0 conforming, 1 violations, 2 unreadable."""
+    """Replay a recorded trace through the model, every instance judged.
+
+    Exit 0 every instance conforms; 1 violations (including incomplete logs);
+    2 unreadable input (named by line; an empty file has no events); 3 no
+    verdict: an instance is undecided (the hidden-step search hit its limit)
+    or the checker itself failed.
+    """
+    if trace is None:
+        _fail(as_json, EXIT_UNREADABLE, "no trace given: name a settled.trace/1 file, or - to "
+              "read standard input", 0, "usage")
+    name = "standard input" if trace == "-" else trace
     try:
-        report = check_file(trace)
+        report = check_file(trace, first=first)
     except TraceError as exc:
-        _unreadable(trace, str(exc), exc.line, as_json)
-    except RecursionError:
-        _unreadable(trace, "a JSON value nested too deeply to be an event", None, as_json)
-    except MemoryError:
-        _unreadable(trace, "too large to read into memory", None, as_json)
-    if report.events == 0:
-        # Nothing was checked: an empty log is not evidence that an implementation conforms.
-        _unreadable(trace, "no events: the trace is empty, so nothing was checked", None, as_json)
-    if as_json:
-        print(json.dumps(report.to_json(), sort_keys=True))
-    else:
-        for v in report.violations:
-            out.print(v.text())
-        verdict = "conforms" if report.ok else f"{len(report.violations)} violation(s)"
-        out.print(f"{trace}: {report.events} events, {report.instances} instances: {verdict} "
-                  f"({report.seconds:.2f}s)")
-    raise typer.Exit(0 if report.ok else 1)
+        _fail(as_json, EXIT_UNREADABLE, f"{name}: {exc}", exc.line, "unreadable")
+    except CheckerFault as exc:
+        _fail(as_json, EXIT_INCOMPLETE, f"{name}: {exc}", exc.line, "checker_fault")
+    except Exception as exc:
+        _fail(as_json, EXIT_INCOMPLETE, f"{name}: {CheckerFault(0, exc)}", 0, "checker_fault")
+    _report(report, name, as_json)
 
 
-def _unreadable(trace: Path, text: str, line: int | None, as_json: bool) -> NoReturn:
+def _fail(as_json: bool, code: int, message: str, line: int, kind: str) -> NoReturn:
     if as_json:
-        print(json.dumps({"ok": False, "error": text, "line": line}))
+        print(json.dumps({"ok": False, "exit": code, "error": kind, "message": message,
+                          "line": line}))
     else:
-        err.print(f"{trace}: {text}")
-    raise typer.Exit(2)
+        err.print(message, markup=False)
+    raise typer.Exit(code)
+
+
+def _report(report: CheckReport, name: str, as_json: bool) -> NoReturn:
+    code = report.exit_code
+    if as_json:
+        print(json.dumps(report.to_json(), sort_keys=True, default=str))
+        raise typer.Exit(code)
+    for v in (*report.violations, *report.undecided):
+        out.print(v.text(), markup=False)
+    verdicts = [f"{report.unjudged} not judged" if report.stopped_early
+                else f"{report.conforming} conform"]
+    if report.violations:
+        verdicts.append(f"{len(report.violations)} violate")
+    if report.undecided:
+        verdicts.append(f"{len(report.undecided)} undecided (no verdict: exit 3)")
+    stopped = "; stopped at the first problem (--first)" if report.stopped_early else ""
+    out.print(f"{name}: {report.events} events, {report.instances} instances: "
+              f"{', '.join(verdicts)}{stopped} ({report.seconds:.2f}s)", markup=False)
+    raise typer.Exit(code)
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # A settled store's event tables: the query store's and the approval checkpoint's.
-STORE_TABLES = {"query_events": "query store", "call_events": "approval checkpoint"}
+STORE_TABLES = {"query_events": "query store", "call_events": "approval checkpoint",
+                "ledger_events": "ledger session file"}
 
 
 class NotAStore(ValueError):
@@ -64,24 +89,29 @@ class NotAStore(ValueError):
 
 
 def export_trace(
-    db: Annotated[Path, typer.Argument(help="A store file of the bundled implementation "
-                                            "(query store or approval checkpoint); read only.")],
+    db: Annotated[str, typer.Argument(help="A store file of the bundled implementation (query "
+                                           "store, approval checkpoint or ledger session file; "
+                                           "read only), or the postgresql:// URL of a query "
+                                           "store.")],
     output: Annotated[Path, typer.Option("-o", "--output",
                                          help="The JSON Lines file to write; - for stdout.")],
 ) -> None:
-    """Write an implementation's event log (query store or approval checkpoint) as settled.trace/1.
+    """Write an implementation's event log (query store, approval checkpoint or ledger session
+    file) as settled.trace/1.
 
-    The store is opened read-only and never changed; the output is written to a temporary
+    A store file is opened read-only and never changed; the output is written to a temporary
     file and renamed into place, so a failed export leaves an existing file untouched."""
     from settled._paths import OutputPathError, writable_file
+    from settled.impl._pg import is_url, redact
 
     to_stdout = str(output) == "-"
+    shown = redact(db) if is_url(db) else db
     try:
         if not to_stdout:
             writable_file(output)  # before reading anything: a typo costs nothing
-        lines = read_trace_lines(db)
+        lines = _url_trace_lines(db) if is_url(db) else read_trace_lines(Path(db))
     except (NotAStore, OutputPathError) as exc:
-        err.print(f"cannot export {db}: {exc}")
+        err.print(f"cannot export {shown}: {exc}")
         raise typer.Exit(2) from None
     if to_stdout:
         sys.stdout.write("".join(line + "\n" for line in lines))
@@ -96,11 +126,25 @@ def export_trace(
     err.print(f"wrote {len(lines)} events to {output}")
 
 
+def _url_trace_lines(url: str) -> list[str]:
+    """A PostgreSQL query store's event log (the server keeps it; nothing is written)."""
+    import psycopg
+
+    from settled.impl import _events
+    from settled.impl._errors import SettledError
+
+    try:
+        return list(_events.trace_lines(url))
+    except (SettledError, psycopg.Error) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise NotAStore(first) from exc
+
+
 def read_trace_lines(db: Path) -> list[str]:
     """The store's event log as settled.trace/1 lines, read through a read-only connection.
     Raises :class:`NotAStore` naming what is wrong with a missing, unreadable, empty,
     non-SQLite or foreign SQLite file."""
-    from settled.impl import _checkpoint, _events
+    from settled.impl import _checkpoint, _events, _ledger
 
     if not db.exists():
         raise NotAStore("no such file; pass the path of a store file")
@@ -129,11 +173,12 @@ def read_trace_lines(db: Path) -> list[str]:
     found = [t for t in STORE_TABLES if t in tables]
     if len(found) != 1:
         conn.close()
-        raise NotAStore("a SQLite file without a query_events or call_events table, so not a "
-                        "settled store" if not found else "a SQLite file with both a query and "
-                        "a call log, not a store of the bundled implementation")
+        raise NotAStore("a SQLite file without a query_events, call_events or ledger_events "
+                        "table, so not a settled store" if not found else "a SQLite file with "
+                        "more than one event log, not a store of the bundled implementation")
     try:
         rows = (_checkpoint.trace_rows(conn) if found[0] == "call_events"
+                else _ledger.trace_rows(conn) if found[0] == "ledger_events"
                 else _events.events(conn))
     except (sqlite3.Error, KeyError, IndexError, ValueError, TypeError) as exc:
         raise NotAStore(f"its {found[0]} table is not the one a settled "

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from settled import _diagrams, _spec
+from settled import _diagrams, _spec, _system_views
 from settled.model import MACHINES
 from settled.model.systems import SYSTEMS
 
@@ -23,6 +23,8 @@ def diagram_files() -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for machine in MACHINES.values():
         files.update(_diagrams.artefacts(machine))
+    for system in SYSTEMS.values():
+        files.update(_system_views.system_artefacts(system))
     return files
 
 

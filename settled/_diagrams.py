@@ -133,6 +133,29 @@ def _line(trigger: str, guards: str) -> str:
 
 
 Counts = Mapping[tuple[str, str, str], int]  # (from state, to state, trigger) -> times fired
+Cases = Mapping[tuple[str, str, str], int]  # (transition label, guard, alternative) -> times
+Alternatives = Mapping[str, Mapping[str, int]]  # trigger -> alternative of its guard -> times
+
+
+def _alternatives_of(p: Protocol, cases: Cases | None) -> dict[str, dict[str, int]]:
+    """Per trigger, how often each alternative of a disjunctive guard was taken."""
+    by_trigger: dict[str, dict[str, int]] = {}
+    for t in p.transitions:
+        for g in t.guards:
+            for name, _ in g.cases:
+                n = sum(k for (label, guard, case), k in (cases or {}).items()
+                        if label.startswith(f"{t.trigger}: ") and guard == g.name
+                        and case == name)
+                by_trigger.setdefault(t.trigger, {})[name] = n
+    return by_trigger
+
+
+def _alternatives(counts: Mapping[str, int]) -> str:
+    """`` (platform running ×3, platform cancelled NEVER FIRED)`` for a disjunctive guard."""
+    if not counts:
+        return ""
+    return " (" + ", ".join(f"{name} ×{n}" if n else f"{name} NEVER FIRED"
+                            for name, n in counts.items()) + ")"
 
 
 def focused_states(p: Protocol) -> list[str]:
@@ -238,16 +261,20 @@ def _count_text(n: int) -> str:
 
 
 def _loop_rows(rows: tuple[tuple[str, str, str], ...], state: str, *, guards: bool,
-               counts: Counts | None) -> list[str]:
+               counts: Counts | None, alternatives: Alternatives | None = None) -> list[str]:
     """HTML table rows listing a state's self-loops, coloured by kind."""
-    cells = []
+    cells, shown = [], set()
     for trigger, guard, k in rows:
+        if not guards and trigger in shown:
+            continue  # the same trigger under other guards: one row without guards
+        shown.add(trigger)
         colour = KINDS[k][0]
         text = escape(_line(trigger, guard) if guards else trigger)
         if counts is not None:
             n = counts.get((state, state, trigger), 0)
-            colour = "#c000c0" if n == 0 else colour
-            text += escape(_count_text(n))
+            taken = (alternatives or {}).get(trigger, {})
+            colour = "#c000c0" if min([n, *taken.values()]) == 0 else colour
+            text += escape(_count_text(n) + _alternatives(taken))
         cells.append(f'<font point-size="9" color="{colour}">↻ {text}</font>')
     per_row = 1 if guards or counts is not None else LOOPS_PER_ROW
     return [f'<tr><td align="left" balign="left">{"  ".join(cells[i:i + per_row])}</td></tr>'
@@ -279,10 +306,13 @@ def _wrapped(trigger: str, guards: str, width: int = 34) -> list[str]:
     return lines
 
 
-def _edge_lines(e: Edge, counts: Counts | None, guards: bool, extra: str = "") -> list[str]:
+def _edge_lines(e: Edge, counts: Counts | None, guards: bool, extra: str = "",
+                alternatives: Alternatives | None = None) -> list[str]:
     by_kind: dict[str, list[tuple[str, str]]] = {}
     for trigger, guard, k in e.lines:
-        by_kind.setdefault(k, []).append((trigger, guard))
+        # Without guards, two transitions that differ only in their guards read as one.
+        if guards or trigger not in (t for t, _ in by_kind.get(k, [])):
+            by_kind.setdefault(k, []).append((trigger, guard))
     out = []
     for k in sorted(by_kind):
         colour, style, _ = KINDS[k]
@@ -291,8 +321,11 @@ def _edge_lines(e: Edge, counts: Counts | None, guards: bool, extra: str = "") -
         attrs = f'color="{colour}", fontcolor="{colour}", style={style}{extra}'
         if counts is not None:
             times = [counts.get((e.source, e.dest, t), 0) for t, _ in items]
-            texts = [f"{x}{_count_text(n)}" for x, n in zip(texts, times, strict=True)]
-            attrs = _coverage_style(sum(times), min(times), style)
+            taken = [(alternatives or {}).get(t, {}) for t, _ in items]
+            texts = [f"{x}{_count_text(n)}{_alternatives(a)}"
+                     for x, n, a in zip(texts, times, taken, strict=True)]
+            least = min([*times, *(n for a in taken for n in a.values())])
+            attrs = _coverage_style(sum(times), least, style)
         text = "\\l".join(_quote(x) for x in texts) + "\\l"
         out.append(f'  "{e.source}" -> "{e.dest}" [key={k}, label="{text}", {attrs}];')
     return out
@@ -311,9 +344,10 @@ def _group_label(g: LoopGroup, outer: bool) -> str:
             f'<tr><td align="left"><font point-size="9">{head}</font></td></tr>{body}</table>>')
 
 
-def to_dot(p: Protocol, counts: Counts | None = None) -> str:
+def to_dot(p: Protocol, counts: Counts | None = None, cases: Cases | None = None) -> str:
     """The overview's DOT text; with ``counts`` a coverage overlay of a lockstep campaign
-    (every edge and self-loop row says how often it fired; never-fired ones in magenta).
+    (every edge and self-loop row says how often it fired; never-fired ones in magenta;
+    with ``cases``, each alternative of a disjunctive guard is counted too).
 
     Self-loops that several states share are listed once, on a box drawn around those
     states (see :func:`loop_groups`); the rest are listed inside their state's box. The
@@ -325,11 +359,13 @@ def to_dot(p: Protocol, counts: Counts | None = None) -> str:
            f'  "__start__" -> "{p.initial}";']
     state_loops = loops(p)
     groups = loop_groups(p) if counts is None else []
+    alternatives = _alternatives_of(p, cases) if counts is not None else {}
 
     def node(s: str) -> str:
         shared = {r for g in groups if s in g.states for r in g.rows}
         rows = tuple(r for r in state_loops[s] if r not in shared)
-        return _node(p, s, _loop_rows(rows, s, guards=False, counts=counts))
+        return _node(p, s, _loop_rows(rows, s, guards=False, counts=counts,
+                                      alternatives=alternatives))
 
     def emit(group: LoopGroup | None, depth: int) -> list[str]:
         inside = set(p.state_names) if group is None else group.states
@@ -351,7 +387,7 @@ def to_dot(p: Protocol, counts: Counts | None = None) -> str:
     out += emit(None, 1)
     for e in edges(p):
         if e.source != e.dest:
-            out.extend(_edge_lines(e, counts, guards=False))
+            out.extend(_edge_lines(e, counts, guards=False, alternatives=alternatives))
     # The legend above or below the picture, whichever lays it out narrower.
     texts = ["\n".join([*out, *_legend_place(p, where), "}"]) + "\n" for where in ("top", "bottom")]
     return min(texts, key=lambda text: (natural_width(text), text))
@@ -391,8 +427,8 @@ def _coverage_style(fired: int, least: int, style: str) -> str:
     return f'color="#{shade:02x}{shade:02x}{shade:02x}", style={style}, penwidth={width}'
 
 
-def coverage_svg(p: Protocol, counts: Counts) -> bytes:
-    return to_svg(to_dot(p, counts))
+def coverage_svg(p: Protocol, counts: Counts, cases: Cases | None = None) -> bytes:
+    return to_svg(to_dot(p, counts, cases))
 
 
 def to_svg(dot: str) -> bytes:
@@ -428,9 +464,9 @@ def to_mermaid(p: Protocol) -> str:
         if e.source != e.dest:
             text = "<br/>".join(_line(t, g) for t, g, _ in e.lines)
             out.append(f"    {e.source} --> {e.dest} : {text}")
-    for s, rows in loops(p).items():
+    for name, rows in loops(p).items():
         if rows:
-            out.append(f"    note right of {s}")
+            out.append(f"    note right of {name}")
             out.extend(f"        ↻ {_line(t, g)}" for t, g, _ in rows)
             out.append("    end note")
     for s in p.states:

@@ -106,7 +106,8 @@ def machine_section(p: Protocol) -> list[str]:
 def system_section(s: System) -> list[str]:
     """What the instances of a system share, and which steps they take together."""
     m = s.machine
-    out = [f"## System `{s.name}`", "", f"{s.meaning}: {s.instances} instances of `{m.name}`.", ""]
+    out = [f"## System `{s.name}`", "", f"{s.meaning}: {s.instances} instances of `{m.name}`.", "",
+           f"![{s.name}]({s.name}.svg)", ""]
     shared = [f"`{n}`" for n in s.shared]
     out.append("Shared machine variables (one value for every instance): "
                + (", ".join(shared) if shared else "none") + ".")
@@ -152,12 +153,16 @@ def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
     gaps = []
     for rule in sorted(RULES, key=rule_sort_key):
         trans = sorted({f"{p.name}.{t.trigger}" for p in machines for t in p.transitions
-                        if rule in t.rules} | {
-            f"{s.name}.{t.trigger}" for s in systems for t in (*s.transitions, *s.refinements)
-            if rule in t.rules})
-        props = sorted({f"{p.name}.{x.name}" for p in machines
-                        for x in (*p.invariants, *p.step_properties) if rule in x.rules} | {
-            f"{s.name}.{i.name}" for s in systems for i in s.invariants if rule in i.rules})
+                        if rule in t.rules}
+                       | {f"{s.name}.{t.trigger}" for s in systems for t in s.transitions
+                          if rule in t.rules}
+                       | {f"{s.name}.{r.trigger}" for s in systems for r in s.refinements
+                          if rule in r.rules})
+        props = sorted({f"{p.name}.{i.name}" for p in machines for i in p.invariants if rule in i.rules}
+                       | {f"{p.name}.{x.name}" for p in machines for x in p.step_properties
+                          if rule in x.rules}
+                       | {f"{s.name}.{si.name}" for s in systems for si in s.invariants
+                          if rule in si.rules})
         cited = tests.get(rule, [])
         if not (trans or props or cited):
             gaps.append(rule)

@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("_cmd_explore", "Explore every reachable state of a machine or a system."),
     "check": ("_cmd_trace", "Replay a recorded trace through the model."),
     "export-trace": ("_cmd_trace", "Write an implementation's event log as settled.trace/1."),
+    "lockstep": ("_cmd_lockstep", "Run the lockstep kit on any adapter (MODULE:FACTORY)."),
+    "replay": ("_cmd_lockstep", "Run a saved lockstep counterexample again."),
     "mutants": ("_cmd_mutants", "Run the bug catalogue against the lockstep kit."),
     "demo": ("_cmd_demo", "Tell each source system's story on real files."),
     "bench": ("_cmd_bench", "Measure every part side by side in one run."),

@@ -210,7 +210,7 @@ class StaleEpochWriteAccepted(Worker):
         row = query_row(conn, query_id)
         if query_id not in self.held:
             raise NotAllowed(f"worker {self.name!r} holds no lease on query {query_id!r}")
-        return cast(sqlite3.Row, row)  # the bug: row["lease_epoch"] is never compared with held
+        return row  # the bug: row["lease_epoch"] is never compared with held
 
 
 class CancelOverridesSuccess(Worker):
