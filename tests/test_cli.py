@@ -109,7 +109,8 @@ def test_the_memory_estimate_follows_measured_figures_and_caps_at_max_states() -
     capped = estimate("query", 3, None, max_states=1000, limit=16 * 2**30)
     assert capped is not None and capped.fits and capped.states == 1000
     # Each worker and each instance only ever adds states.
-    for model, workers in (("query", 1), ("query", 2), ("query", 3), ("approval", None)):
+    for model, workers in (("query", 1), ("query", 2), ("query", 3), ("approval", None),
+                           ("ledger", None)):
         sizes = [getattr(estimate(model, n, workers), "states", None) for n in (1, 2, 3)]
         assert sizes == sorted(sizes), (model, workers, sizes)
 
