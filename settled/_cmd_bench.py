@@ -40,6 +40,15 @@ def bench(
                         "cluster when the server binaries are here.")] = None,
 ) -> None:
     """Measure every part side by side in one run and report rates with their ratios."""
+    if directory is not None:
+        from settled._paths import OutputPathError, writable_dir
+
+        try:
+            writable_dir(directory)
+        except OutputPathError as e:
+            err.print(f"{e}; pass a writable --dir")
+            raise typer.Exit(2) from None
+        directory = directory.resolve()
     value = store if store is not None else os.environ.get(ENV) or None
     if value not in (None, "sqlite") and not is_url(value):
         err.print(f"--store {value!r} is neither 'sqlite' nor a postgresql:// URL; pass e.g. "

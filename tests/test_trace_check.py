@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -284,8 +285,124 @@ def test_export_trace_writes_the_implementations_log_and_it_conforms(tmp_path):
 
 def test_export_trace_of_a_missing_store_is_a_clear_error(tmp_path):
     result = run_cli("export-trace", str(tmp_path / "nope.db"), "-o", str(tmp_path / "t.jsonl"))
-    assert result.returncode == 2 and "no query store" in result.stderr
+    assert result.returncode == 2 and "no such file" in result.stderr
     assert not (tmp_path / "nope.db").exists()
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def _foreign_sqlite(path):
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _fake_store(path):
+    """A SQLite file with a query_events table that is not the one settled writes."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE query_events (query_id TEXT, seq INTEGER)")
+    conn.execute("INSERT INTO query_events VALUES ('q', 1)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _bytes(data):
+    def make(path):
+        path.write_bytes(data)
+        return path
+    return make
+
+
+def _folder(path):
+    path.mkdir()
+    return path
+
+
+BAD_STORES = {
+    "empty": (_bytes(b""), "empty"),
+    "binary": (_bytes(bytes(range(256)) * 8), "not a SQLite file"),
+    "text": (_bytes(b"hello\n"), "not a SQLite file"),
+    "corrupt sqlite": (_bytes(b"SQLite format 3\x00" + b"\xff" * 200), "cannot read it as SQLite"),
+    "foreign sqlite": (_foreign_sqlite, "not a settled store"),
+    "fake store": (_fake_store, "not the one a settled query store has"),
+    "folder": (_folder, "folder"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_STORES))
+def test_export_trace_refuses_what_is_not_a_store_and_changes_nothing(tmp_path, case):
+    make, says = BAD_STORES[case]
+    store = make(tmp_path / "input.db")
+    before = store.read_bytes() if store.is_file() else None
+    out = tmp_path / "trace.jsonl"
+    out.write_text("an earlier export\n")
+    result = run_cli("export-trace", str(store), "-o", str(out))
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    # The input is not turned into a database, and no -wal/-shm files appear beside it.
+    assert (store.read_bytes() if store.is_file() else None) == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["input.db", "trace.jsonl"]
+    # A failed export neither truncates nor replaces the output.
+    assert out.read_text() == "an earlier export\n"
+
+
+def test_export_trace_to_stdout_with_dash(tmp_path):
+    from settled.impl._demo_query import demo_query
+
+    demo_query(tmp_path)
+    result = run_cli("export-trace", str(tmp_path / "query-store.db"), "-o", "-")
+    assert result.returncode == 0 and "wrote 11 events to stdout" in result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 11 and {r["machine"] for r in rows} == {"query"}
+    assert not (tmp_path / "-").exists()
+
+
+def test_export_trace_leaves_the_store_byte_for_byte_unchanged(tmp_path):
+    from settled.impl._demo_query import demo_query
+
+    demo_query(tmp_path)
+    store = tmp_path / "query-store.db"
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert run_cli("export-trace", str(store), "-o", str(tmp_path / "t.jsonl")).returncode == 0
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert after.pop("t.jsonl")
+    # SQLite's shared-memory index of a WAL-mode store may appear beside it (a reader needs
+    # one); the store itself and every other file are unchanged.
+    for name in ("query-store.db-shm", "query-store.db-wal"):
+        if name not in files:
+            after.pop(name, None)
+    assert after == files
+
+
+def test_export_trace_to_an_unwritable_output_says_so_before_reading(tmp_path):
+    from settled.impl._demo_query import demo_query
+
+    demo_query(tmp_path)
+    store = str(tmp_path / "query-store.db")
+    (tmp_path / "a-file").write_text("")
+    under_a_file = run_cli("export-trace", store, "-o", str(tmp_path / "a-file" / "t.jsonl"))
+    assert under_a_file.returncode == 2 and "cannot write into" in under_a_file.stderr
+    assert "Traceback" not in under_a_file.stderr
+    folder = run_cli("export-trace", store, "-o", str(tmp_path))
+    assert folder.returncode == 2 and "is a folder" in folder.stderr
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            return  # root writes anywhere: the file-as-folder case above stands for it
+        result = run_cli("export-trace", store, "-o", str(locked / "t.jsonl"))
+    finally:
+        locked.chmod(0o700)
+    assert result.returncode == 2 and "cannot write into" in result.stderr
+    assert not (locked / "t.jsonl").exists()
 
 
 @pytest.mark.rule("A4")
