@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from settled.model import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,11 +44,11 @@ def test_user_facing_text_names_the_source_articles_not_seed_files() -> None:
 def test_reviewing_guide_quotes_a_real_counterexample_and_the_real_focused_diagrams() -> None:
     """The guide's example run is what the explorer prints for that broken table, and it
     names every focused diagram that `settled diagrams` writes."""
-    from settled.conformance._explore import explore
-    from settled.model import MACHINES
     from test_explore import MUTANTS
 
     from settled import _diagrams
+    from settled.conformance._explore import explore
+    from settled.model import MACHINES
 
     text = (ROOT / "docs" / "REVIEWING.md").read_text(encoding="utf-8")
     mutant = next(m.values[1] for m in MUTANTS if m.id == "stale-lease-writes")
