@@ -103,7 +103,7 @@ def test_the_orders_sandbox_opens_a_relative_path(tmp_path: Path,
 
 
 def test_export_trace_writes_through_a_symlink_and_to_a_device(tmp_path: Path) -> None:
-    from settled.impl._demo_query import demo_query
+    from settled._demo_query import demo_query
 
     demo_query(tmp_path)
     store = str(tmp_path / "query-store.db")

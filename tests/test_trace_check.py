@@ -354,7 +354,7 @@ def test_export_trace_refuses_what_is_not_a_store_and_changes_nothing(tmp_path, 
 
 
 def test_export_trace_to_stdout_with_dash(tmp_path):
-    from settled.impl._demo_query import demo_query
+    from settled._demo_query import demo_query
 
     demo_query(tmp_path)
     result = run_cli("export-trace", str(tmp_path / "query-store.db"), "-o", "-")
@@ -365,7 +365,7 @@ def test_export_trace_to_stdout_with_dash(tmp_path):
 
 
 def test_export_trace_leaves_the_store_byte_for_byte_unchanged(tmp_path):
-    from settled.impl._demo_query import demo_query
+    from settled._demo_query import demo_query
 
     demo_query(tmp_path)
     store = tmp_path / "query-store.db"
@@ -382,7 +382,7 @@ def test_export_trace_leaves_the_store_byte_for_byte_unchanged(tmp_path):
 
 
 def test_export_trace_to_an_unwritable_output_says_so_before_reading(tmp_path):
-    from settled.impl._demo_query import demo_query
+    from settled._demo_query import demo_query
 
     demo_query(tmp_path)
     store = str(tmp_path / "query-store.db")
