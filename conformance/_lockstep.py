@@ -943,11 +943,20 @@ def write_counterexample(protocol: Protocol, name: str, message: str, steps: Seq
     runs: list[Runner] = []
     with contextlib.suppress(Invalid, AdapterError):
         replay(protocol, factory, instances, forbidden, steps, keep=runs)
-    history = runs[0].history if runs else [tuple([protocol.initial_config()] * instances)]
+    history = list(runs[0].history if runs else [tuple([protocol.initial_config()] * instances)])
+    if len(history) == len(steps) and steps:
+        # The last step diverged (the implementation raised or refused) before the runner
+        # recorded it: the model's side of that step still belongs in the trace.
+        last, configs = steps[-1], list(history[-1])
+        with contextlib.suppress(IllegalTransition):
+            if not last.forbidden:
+                i = last.instance
+                configs[i] = protocol.fire(configs[i], last.trigger, last.params).after
+            history.append(tuple(configs))
     states: list[dict[str, Any]] = []
-    for configs in history:
+    for recorded in history:
         state: dict[str, Any] = {}
-        for i, c in enumerate(configs):
+        for i, c in enumerate(recorded):
             for k, v in {"state": str(c.state), **protocol.view(c)}.items():
                 state[f"q{i}.{k}"] = v
         states.append(state)

@@ -530,15 +530,20 @@ class _Replayer:
             for name in self.observables:
                 self.observed[(s, name)] = tuple(
                     tuple(g) for g in groups.values() if any(t.observable == name for t in g))
-        # Per observed name: the parameter sets its transitions declare, with domains.
-        self.param_sets: dict[str, list[dict[str, Domain]]] = {}
+        # Per observed name: the parameter sets its transitions declare, with domains. Two
+        # transitions logged under one name with the same parameter names (a lost answer and
+        # an undelivered request, each with its own faults) accept the union of their values.
+        values: dict[str, dict[frozenset[str], dict[str, dict[Value, None]]]] = {}
         for t in p.transitions:
             if t.observable:
-                shape = {x.name: (WORKER_NAME if x.name == machine.worker else finite(x.domain))
-                         for x in t.params}
-                sets = self.param_sets.setdefault(t.observable, [])
-                if all(set(s) != set(shape) for s in sets):
-                    sets.append(shape)
+                shape_values = values.setdefault(t.observable, {}).setdefault(
+                    frozenset(x.name for x in t.params), {})
+                for x in t.params:
+                    shape_values.setdefault(x.name, {}).update(dict.fromkeys(x.domain))
+        self.param_sets: dict[str, list[dict[str, Domain]]] = {
+            name: [{k: (WORKER_NAME if k == machine.worker else finite(tuple(vals)))
+                    for k, vals in shape.items()} for shape in shapes.values()]
+            for name, shapes in values.items()}
         self._closure: dict[int, tuple[_Configs, bool]] = {}
         self._hidden: dict[Config, tuple[Config, ...]] = {}
         self._fitting: dict[tuple[Any, ...], tuple[tuple[Transition, ...], ...]] = {}
