@@ -28,9 +28,10 @@ the trace checker, as in the machine lockstep.
 
 A failing run is minimised by delta debugging over its step list and written
 as ``system-lockstep-NAME.steps.json`` (``settled.system-lockstep-steps/1``);
-:func:`replay_steps` runs such a list again. There is no directed coverage
-tour here (a tour would need the system's whole space, which ``settled
-explore`` searches): the report lists the machine transitions no run fired.
+:func:`replay_steps` runs such a list again. Before the random runs, a
+directed tour (:func:`system_tour`: shortest runs found breadth-first over a
+bounded part of the system's space) is replayed; the report lists the machine
+transitions and system steps no run fired.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class SystemAction(Action):
     """A step of a system run. ``who`` is ``q<i>``, ``all`` (a sync step) or ``system``."""
 
     who: str = ""
+    bound: bool = False  # a probe refused by the system's state alone (a bound parameter)
 
     def text(self) -> str:
         args = " ".join(f"{k}={v}" for k, v in self.params.items())
@@ -189,7 +191,21 @@ class SystemRunner:
         sv = self.system.shared_view(self.config)
         bound = {b.param: b.fn(sv) for b in self.system.bind}
         enabled = set(self.plans.enabled(self.config))
-        out, seen = [], set()
+        # First the probes the system's state alone refuses: an action the machine enables
+        # with another value of a bound parameter (a confirmation while the session's message
+        # is pending). Random draws rarely hit them; they are what a system adds.
+        probes: list[SystemAction] = []
+        for s in self.protocol.enabled(self.config.instances[i]):
+            t = s.transition
+            if t.trigger not in self.forbidden or t.trigger in self.system.sync:
+                continue
+            if all(s.params.get(name, v) == v for name, v in bound.items()):
+                continue
+            params = {**s.params, **{n: v for n, v in bound.items() if n in s.params}}
+            a = SystemAction(i, t.trigger, params, forbidden=True, who=f"q{i}", bound=True)
+            if _key(a) not in enabled and a not in probes:
+                probes.append(a)
+        out, seen = list(probes), {_key(a) for a in probes}
         for t in self.protocol.transitions:
             if t.trigger not in self.forbidden or t.trigger in self.system.sync:
                 continue
@@ -245,6 +261,10 @@ class SystemRunner:
         if _key(SystemAction(action.instance, action.trigger, action.params, who=action.who)) \
                 in self.plans.enabled(self.config):
             raise Invalid(f"{action.text()} is allowed here")
+        sv = self.system.shared_view(self.config)
+        for b in self.system.bind:  # the system's state decides these, not the caller
+            if b.param in action.params and action.params[b.param] != b.fn(sv):
+                raise Invalid(f"{action.text()}: {b.param} is {b.fn(sv)!r} here ({b.text})")
         before = self.observe_all()
         try:
             self.adapter.perform(action.instance, action.trigger, action.params)
@@ -378,8 +398,8 @@ def make_system_lockstep(system: System, factory: AdapterFactory, *, forbidden: 
                 if not choices:
                     return
                 groups: dict[str, list[SystemAction]] = {}
-                for a in choices:
-                    groups.setdefault(a.trigger, []).append(a)
+                for a in choices:  # the bound probes first (Hypothesis favours the first)
+                    groups.setdefault(("bound " if a.bound else "") + a.trigger, []).append(a)
                 group = list(groups.values())[data.draw(index(len(groups)),
                                                         label="forbidden trigger")]
                 action = group[data.draw(index(len(group)), label="forbidden")]
@@ -422,6 +442,83 @@ def functools_cache_index() -> Callable[[int], st.SearchStrategy[int]]:
     return index
 
 
+TOUR_STATES = 3_000  # configurations the tour's breadth-first search may visit
+
+
+def system_tour(system: System, forbidden: frozenset[str]) -> list[list[SystemAction]]:
+    """Shortest runs, found breadth-first (at most ``TOUR_STATES`` configurations): one that
+    fires each machine transition, each synchronised step and each system step; and, for each
+    refusal the system's state alone decides (a bound parameter) and each step that can come
+    right before it, one ending in that refused action.
+
+    The second kind is what a system adds: a confirmation refused because the
+    session's message is pending, reached after a draft was made, or after the
+    message arrived, or after another query moved. Replayed before the random
+    campaign, these runs cover what random draws rarely reach.
+    """
+    plans = plans_for(system)
+    start = system.initial_config()
+    parent: dict[SystemConfig, tuple[SystemConfig, SystemAction] | None] = {start: None}
+    goals: dict[tuple[Any, ...], list[SystemAction]] = {}
+    frontier = [start]
+    while frontier and len(parent) < TOUR_STATES:
+        nxt: list[SystemConfig] = []
+        for c in frontier:
+            path = _path(parent, c)
+            for a, step in plans.enabled(c).values():
+                labels = [transition_label(m.transition) for _, m in step.moves]
+                if step.shared is not None or len(step.moves) != 1:
+                    labels.append(f"{a.who} {a.trigger}")
+                for label in labels:
+                    goals.setdefault(("fires", label), [*path, a])
+                after = _Probe(system, plans, forbidden, step.after)
+                for i in range(system.instances):
+                    for probe in after.probes(i):
+                        key = ("probe", probe.trigger, tuple(sorted(probe.params.items())),
+                               a.who == f"q{i}", a.trigger)
+                        goals.setdefault(key, [*path, a, probe])
+                if step.after not in parent:
+                    parent[step.after] = (c, a)
+                    nxt.append(step.after)
+        frontier = nxt
+    return [goals[k] for k in sorted(goals, key=repr)]
+
+
+class _Probe:
+    """Just enough of a runner to list the bound probes of a configuration."""
+
+    def __init__(self, system: System, plans: SystemPlans, forbidden: frozenset[str],
+                 config: SystemConfig) -> None:
+        self.system, self.protocol, self.plans = system, system.machine, plans
+        self.forbidden, self.config = forbidden, config
+
+    def probes(self, i: int) -> list[SystemAction]:
+        return [a for a in SystemRunner.forbidden_choices(self, i) if a.bound]  # type: ignore[arg-type]
+
+
+def _path(parent: Mapping[SystemConfig, tuple[SystemConfig, SystemAction] | None],
+          c: SystemConfig) -> list[SystemAction]:
+    out: list[SystemAction] = []
+    link = parent[c]
+    while link is not None:
+        c, action = link
+        out.append(action)
+        link = parent[c]
+    return out[::-1]
+
+
+_TOURS: dict[tuple[int, frozenset[str]], tuple[System, list[list[SystemAction]]]] = {}
+
+
+def tour(system: System, forbidden: frozenset[str]) -> list[list[SystemAction]]:
+    """:func:`system_tour`, worked out once per system object."""
+    key = (id(system), frozenset(forbidden))
+    found = _TOURS.get(key)
+    if found is None or found[0] is not system:
+        found = _TOURS[key] = (system, system_tour(system, forbidden))
+    return found[1]
+
+
 def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
                         seed: int | None = None, *, minimise: bool = True,
                         out: Path | None = None) -> Record:
@@ -440,6 +537,16 @@ def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
     if seed is not None:
         test = hypothesis.seed(seed)(test)
     try:
+        for path in tour(system, forbidden):  # the directed runs first
+            keep: list[SystemRunner] = []
+            found = replay_steps(system, factory, forbidden, path, keep=keep)
+            for k, v in keep[0].fired.items():
+                record.fired[k] = record.fired.get(k, 0) + v
+            record.trace_events += keep[0].trace_events
+            record.examples += 1
+            if found is not None:
+                record.failing_steps = list(path)
+                raise Divergence(found)
         test()
     except Exception as exc:
         adapter = _adapter_error(exc)
@@ -473,12 +580,15 @@ def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
 # Replaying and minimising
 # --------------------------------------------------------------------------
 def replay_steps(system: System, factory: AdapterFactory, forbidden: frozenset[str],
-                 steps: Sequence[SystemAction]) -> str | None:
+                 steps: Sequence[SystemAction], keep: list[SystemRunner] | None = None
+                 ) -> str | None:
     """Replay ``steps`` on a fresh implementation: the divergence, or None if they agree.
 
     Raises :class:`Invalid` when the system model itself rejects the list.
     """
     run = SystemRunner(system, factory, forbidden)
+    if keep is not None:
+        keep.append(run)
     try:
         for action in steps:
             run.apply(action)
