@@ -209,10 +209,10 @@ class SystemRunner:
         for t in self.protocol.transitions:
             if t.trigger not in self.forbidden or t.trigger in self.system.sync:
                 continue
-            for params in t.param_choices():
-                if any(name in params and params[name] != v for name, v in bound.items()):
+            for choice in t.param_choices():
+                if any(name in choice and choice[name] != v for name, v in bound.items()):
                     continue
-                a = SystemAction(i, t.trigger, params, forbidden=True, who=f"q{i}")
+                a = SystemAction(i, t.trigger, choice, forbidden=True, who=f"q{i}")
                 k = _key(a)
                 if k not in enabled and k not in seen:
                     seen.add(k)
