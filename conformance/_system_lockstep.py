@@ -40,7 +40,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ class SystemAction(Action):
     """A step of a system run. ``who`` is ``q<i>``, ``all`` (a sync step) or ``system``."""
 
     who: str = ""
-    bound: bool = False  # a probe refused by the system's state alone (a bound parameter)
+    bound: bool = field(default=False, compare=False)  # refused by the system's state alone
 
     def text(self) -> str:
         args = " ".join(f"{k}={v}" for k, v in self.params.items())
