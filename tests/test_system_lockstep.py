@@ -203,3 +203,28 @@ def test_the_machine_lockstep_cannot_see_the_shared_state_mutants(store: type) -
     record = run_lockstep(query_suite(cls).lockstep(f"single-{store.__name__}"), profile("ci"),
                           seed=1)
     assert record.failure is None and record.adapter_error is None
+
+
+# --------------------------------------------------------------------------- settled verify
+def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from settled import _cmd_verify, _verify
+    from settled.conformance import _suites
+
+    passed = _verify.check_system_lockstep("query", "dev", 0)
+    assert passed["checked"] and passed["ok"], passed
+    assert passed["trace_check"]["events"] > 0 and passed["suite"] == "query_system"
+    assert "runs" in _cmd_verify._system_lockstep_cell(passed)
+    missing = _verify.check_system_lockstep("ledger", "dev", 0)
+    assert missing == {"checked": False, "ok": False,
+                       "why": "no adapter drives the ledger system's shared state yet"}
+    assert "NOT CHECKED" in _cmd_verify._system_lockstep_cell(missing)
+    # A system campaign that diverges fails verify's line for the machine.
+    mutated = _suites.SystemSuite("query_system", query_system(2, 2),
+                                  lambda: _adapter(OlderPendingMessageIgnored)(2, 2),
+                                  query_system(2, 2).machine.refusable)
+    monkeypatch.setitem(_verify.SYSTEM_SUITES, "query_system", lambda: mutated)
+    failed = _verify.check_system_lockstep("query", "dev", 0)
+    assert failed["checked"] and not failed["ok"] and "did not refuse" in failed["failure"]
+    report = _verify.MachineReport("query", system_lockstep=failed)
+    assert not report.ok and report.to_json()["system_lockstep"] is failed
