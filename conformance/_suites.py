@@ -115,3 +115,16 @@ def query_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuit
 
 
 SYSTEM_SUITES: dict[str, Callable[..., SystemSuite]] = {"query_system": query_system_suite}
+
+
+def approval_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuite:
+    """Two order calls drawing on one unit of one product's stock."""
+    from ._approval_system_adapter import ApprovalSystemAdapter, approval_system
+
+    cls = adapter_class or ApprovalSystemAdapter
+    system = approval_system(2, 1)
+    return SystemSuite("approval_system", system, lambda: cls(2, 1),  # type: ignore[call-arg]
+                       forbidden=system.machine.refusable)
+
+
+SYSTEM_SUITES["approval_system"] = approval_system_suite

@@ -442,35 +442,54 @@ def functools_cache_index() -> Callable[[int], st.SearchStrategy[int]]:
     return index
 
 
-TOUR_STATES = 3_000  # configurations the tour's breadth-first search may visit
+TOUR_EDGES = 15_000  # steps the tour's breadth-first search may follow (a deterministic budget)
 
 
 def system_tour(system: System, forbidden: frozenset[str]) -> list[list[SystemAction]]:
-    """Shortest runs, found breadth-first (at most ``TOUR_STATES`` configurations): one that
-    fires each machine transition, each synchronised step and each system step; and, for each
-    refusal the system's state alone decides (a bound parameter) and each step that can come
-    right before it, one ending in that refused action.
+    """Shortest runs, found breadth-first: one that fires each machine transition, each
+    synchronised step and each system step; and, for each refusal the system's state alone
+    decides (a bound parameter) and each step that can come right before it, one ending in
+    that refused action. Then the same search again from the first configuration reached
+    with each other value of the system's own variables (the shared stock gone, a message
+    pending), so each step is also fired there: an order's handler refused because the
+    stock is gone, not only because another writer changed a product.
 
-    The second kind is what a system adds: a confirmation refused because the
-    session's message is pending, reached after a draft was made, or after the
-    message arrived, or after another query moved. Replayed before the random
-    campaign, these runs cover what random draws rarely reach.
+    The refusals are what a system adds: a confirmation refused because the session's
+    message is pending, reached after a draft was made, or after the message arrived, or
+    after another query moved. Each search follows at most ``TOUR_EDGES`` steps.
     """
     plans = plans_for(system)
-    start = system.initial_config()
-    parent: dict[SystemConfig, tuple[SystemConfig, SystemAction] | None] = {start: None}
     goals: dict[tuple[Any, ...], list[SystemAction]] = {}
+    start = system.initial_config()
+    firsts = _tour_search(system, plans, forbidden, start, [], goals)
+    for shared, (config, path) in sorted(firsts.items(), key=lambda kv: repr(kv[0])):
+        if shared != start.shared:
+            _tour_search(system, plans, forbidden, config, path, goals)
+    return [goals[k] for k in sorted(goals, key=repr)]
+
+
+def _tour_search(system: System, plans: SystemPlans, forbidden: frozenset[str],
+                 start: SystemConfig, prefix: list[SystemAction],
+                 goals: dict[tuple[Any, ...], list[SystemAction]]
+                 ) -> dict[tuple[Value, ...], tuple[SystemConfig, list[SystemAction]]]:
+    """One bounded breadth-first search from ``start`` (reached by ``prefix``), adding goals;
+    returns the first configuration (and its run) reached with each value of the system's
+    own variables."""
+    parent: dict[SystemConfig, tuple[SystemConfig, SystemAction] | None] = {start: None}
+    firsts = {start.shared: (start, list(prefix))}
     frontier = [start]
-    while frontier and len(parent) < TOUR_STATES:
+    edges = 0
+    while frontier and edges < TOUR_EDGES:
         nxt: list[SystemConfig] = []
         for c in frontier:
-            path = _path(parent, c)
+            path = [*prefix, *_path(parent, c)]
             for a, step in plans.enabled(c).values():
+                edges += 1
                 labels = [transition_label(m.transition) for _, m in step.moves]
                 if step.shared is not None or len(step.moves) != 1:
                     labels.append(f"{a.who} {a.trigger}")
-                for label in labels:
-                    goals.setdefault(("fires", label), [*path, a])
+                for label in labels:  # under each value of the system's own variables
+                    goals.setdefault(("fires", label, c.shared), [*path, a])
                 after = _Probe(system, plans, forbidden, step.after)
                 for i in range(system.instances):
                     for probe in after.probes(i):
@@ -480,8 +499,9 @@ def system_tour(system: System, forbidden: frozenset[str]) -> list[list[SystemAc
                 if step.after not in parent:
                     parent[step.after] = (c, a)
                     nxt.append(step.after)
+                    firsts.setdefault(step.after.shared, (step.after, [*path, a]))
         frontier = nxt
-    return [goals[k] for k in sorted(goals, key=repr)]
+    return firsts
 
 
 class _Probe:
@@ -493,6 +513,8 @@ class _Probe:
         self.forbidden, self.config = forbidden, config
 
     def probes(self, i: int) -> list[SystemAction]:
+        if not self.system.bind:
+            return []
         return [a for a in SystemRunner.forbidden_choices(self, i) if a.bound]  # type: ignore[arg-type]
 
 

@@ -27,7 +27,7 @@ class Mutant:
 def all_mutants() -> list[Mutant]:
     """Every mutant of every machine, in catalogue order."""
     found: list[Mutant] = []
-    for module in ("query", "approval", "ledger", "query_system"):
+    for module in ("query", "approval", "ledger", "query_system", "approval_system"):
         try:
             imported = __import__(f"{__name__}.{module}", fromlist=["MUTANTS"])
         except ModuleNotFoundError as exc:
