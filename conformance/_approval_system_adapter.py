@@ -86,13 +86,13 @@ class ApprovalSystemAdapter(ApprovalAdapter):
         else:
             super().crash_in_handler(item)
 
-    def perform(self, instance: int | None, trigger: str,  # type: ignore[override]
+    def perform(self, instance: int | None, trigger: str,
                 params: Mapping[str, Any]) -> None:
         if instance is None:
             raise KeyError(f"the approval system has no synchronised or system step {trigger!r}")
         super().perform(instance, trigger, params)
 
-    def observe(self, instance: int | None) -> Mapping[str, Any]:  # type: ignore[override]
+    def observe(self, instance: int | None) -> Mapping[str, Any]:
         if instance is None:
             return {"stock": self.world.stock(SHARED_SKU)}
         return super().observe(instance)

@@ -189,7 +189,8 @@ def test_the_machine_path_is_unchanged_for_a_machine_adapter(tmp_path: Path) -> 
 def test_the_shared_state_mutants_die_on_ci_seeds(seed: int, tmp_path: Path) -> None:
     report = run_mutants(profile("ci"), seed=seed, out=tmp_path,
                          names=["T2-update-invalidates-newest-draft-only",
-                                "Q9-older-pending-message-ignored"])
+                                "Q9-older-pending-message-ignored",
+                                "W6-stock-unchecked-at-commit"])
     assert report.ok, report.to_json()
 
 
@@ -205,6 +206,19 @@ def test_the_machine_lockstep_cannot_see_the_shared_state_mutants(store: type) -
     assert record.failure is None and record.adapter_error is None
 
 
+@pytest.mark.slow
+def test_the_machine_lockstep_cannot_see_the_unchecked_stock() -> None:
+    """Each call alone with ample stock of its own products: nothing to oversell."""
+    from settled.conformance._approval_adapter import ApprovalAdapter
+    from settled.conformance._lockstep import run_lockstep
+    from settled.conformance._suites import approval_suite
+    from settled.conformance.mutants.approval_system import _Runtime
+
+    cls = type("Single", (ApprovalAdapter,), {"runtime_class": _Runtime})
+    record = run_lockstep(approval_suite(cls).lockstep("single-W6"), profile("ci"), seed=1)
+    assert record.failure is None and record.adapter_error is None
+
+
 # --------------------------------------------------------------------------- settled verify
 def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -215,7 +229,7 @@ def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
     assert passed["checked"] and passed["ok"], passed
     assert passed["trace_check"]["events"] > 0 and passed["suite"] == "query_system"
     assert "runs" in _cmd_verify._system_lockstep_cell(passed)
-    missing = _verify.check_system_lockstep("ledger", "dev", 0)
+    missing = _verify.check_system_lockstep("ledger", "dev", 0)  # no adapter for its system
     assert missing == {"checked": False, "ok": False,
                        "why": "no adapter drives the ledger system's shared state yet"}
     assert "NOT CHECKED" in _cmd_verify._system_lockstep_cell(missing)
@@ -228,3 +242,31 @@ def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
     assert failed["checked"] and not failed["ok"] and "did not refuse" in failed["failure"]
     report = _verify.MachineReport("query", system_lockstep=failed)
     assert not report.ok and report.to_json()["system_lockstep"] is failed
+
+
+# --------------------------------------------------------------------------- the approval system
+@pytest.mark.rule("W6")
+def test_two_orders_on_the_last_unit_the_second_is_refused_by_the_business_store() -> None:
+    from settled.conformance._approval_system_adapter import (
+        ApprovalSystemAdapter,
+        approval_system,
+    )
+    from settled.conformance.mutants.approval_system import MUTANTS as APPROVAL_MUTANTS
+
+    system = approval_system(2, 1)
+
+    def order(i: int) -> list[SystemAction]:
+        return [q(i, "propose", retry_safe=False), q(i, "show"), q(i, "approve"),
+                q(i, "execute")]
+
+    steps = [*order(0), q(0, "commit"), *order(1), q(1, "business_rejected")]
+    run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
+    for a in steps:
+        run.apply(a)
+        run.check()  # stock observed through observe(None) after every step
+    assert run.observe_system() == {"stock": 0}
+    assert [run.observe(i)["state"] for i in range(2)] == ["committed", "failed"]
+    run.finish()
+    [w6] = APPROVAL_MUTANTS
+    message = replay_steps(system, lambda: w6.adapter_class(2, 1), system.machine.refusable, steps)
+    assert message is not None and "q1 differs" in message
