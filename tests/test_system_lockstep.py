@@ -221,7 +221,7 @@ def test_the_machine_lockstep_cannot_see_the_unchecked_stock() -> None:
 
 # --------------------------------------------------------------------------- settled verify
 def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from settled import _cmd_verify, _verify
     from settled.conformance import _suites
 
@@ -238,6 +238,7 @@ def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
                                   lambda: _adapter(OlderPendingMessageIgnored)(2, 2),
                                   query_system(2, 2).machine.refusable)
     monkeypatch.setitem(_verify.SYSTEM_SUITES, "query_system", lambda: mutated)
+    monkeypatch.setenv("SETTLED_COUNTEREXAMPLES", str(tmp_path))  # not into the checkout
     failed = _verify.check_system_lockstep("query", "dev", 0)
     assert failed["checked"] and not failed["ok"] and "did not refuse" in failed["failure"]
     report = _verify.MachineReport("query", system_lockstep=failed)
