@@ -26,6 +26,11 @@ The contract:
   steps with an empty or unreadable log is an :class:`AdapterError`.
 - ``close()`` releases files and connections.
 
+A *system's* adapter (an attribute ``system``, see ``conformance/README.md``)
+also gets ``perform(None, trigger, params)`` for a synchronised step or a step
+of the system itself, performed once, and ``observe(None)``, which returns the
+system's own variables.
+
 An exception raised by the adapter's own code (a ``KeyError`` in its trigger
 map) is an :class:`AdapterError`, reported apart from the implementation's
 errors: it says the adapter is wrong, not the implementation.

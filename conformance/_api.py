@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from settled.model import MACHINES, Protocol
+from settled.model._system import System
 
 from . import _itf
 from ._adapter import Adapter, AdapterError
@@ -78,6 +79,7 @@ class Report:
     unfired_edges: list[str] = field(default_factory=list)
     cases_declared: int = 0
     unfired_cases: list[str] = field(default_factory=list)
+    system: bool = False  # a System's lockstep: ``fired``/``unfired`` count its steps
 
     @property
     def ok(self) -> bool:
@@ -98,7 +100,12 @@ class Report:
         lines = [f"lockstep {self.machine}: {head} ({runs}, {self.instances} "
                  f"instances, profile {self.profile}, seed {seed}, {self.seconds:.1f} s, "
                  f"{self.trace_events} logged events accepted by the trace checker)"]
-        if self.status == PASSED:
+        if self.status == PASSED and self.system:
+            total = len(self.fired) + len(self.unfired)
+            lines.append(f"coverage: machine transitions and system steps fired "
+                         f"{len(self.fired)}/{total}")
+            lines.extend(f"NEVER FIRED: {what}" for what in self.unfired)
+        elif self.status == PASSED:
             lines.append(f"coverage: edges {self.edges_declared - len(self.unfired_edges)}/"
                          f"{self.edges_declared}, guard alternatives "
                          f"{self.cases_declared - len(self.unfired_cases)}/{self.cases_declared}")
@@ -111,7 +118,10 @@ class Report:
             lines.append(f"the adapter broke its contract: {self.adapter_error}")
         if self.failure:
             lines.append(self.failure)
-        if self.counterexample is not None:
+        if self.counterexample is not None and self.system:
+            lines.append(f"counterexample: {self.counterexample} (the system's step list, "
+                         "settled.system-lockstep-steps/1)")
+        elif self.counterexample is not None:
             steps = self.counterexample.with_suffix("").with_suffix("").with_suffix(".steps.json")
             lines.append(f"counterexample: {self.counterexample} (replay it with "
                          f"`settled replay {steps} [--adapter MODULE:FACTORY]`)")
@@ -121,7 +131,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "machine": self.machine, "status": self.status, "ok": self.ok,
+            "machine": self.machine, "system": self.system, "status": self.status,
+            "ok": self.ok,
             "exit_code": self.exit_code, "profile": self.profile, "seed": self.seed,
             "instances": self.instances, "examples": self.examples,
             "seconds": round(self.seconds, 3), "trace_events": self.trace_events,
@@ -181,7 +192,60 @@ def probe(factory: AdapterFactory, machine: str | Protocol | None) -> tuple[Prot
             close()
 
 
-def lockstep(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,
+def probe_system(factory: AdapterFactory, machine: System | None
+                 ) -> tuple[System | None, tuple[str, ...]]:
+    """The system to check against (``machine`` if it is one, else the adapter's ``system``
+    attribute; None: the adapter drives a machine) and the variables it cannot observe."""
+    try:
+        adapter = factory()
+    except AdapterError:
+        raise
+    except Exception as exc:
+        raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
+    try:
+        own = machine if isinstance(machine, System) else getattr(adapter, "system", None)
+        if own is not None and not isinstance(own, System):
+            raise AdapterError(f"the adapter's `system` is a {type(own).__name__}, not a "
+                               "settled.model System")
+        if own is not None and getattr(adapter, "instances", None) != own.instances:
+            raise AdapterError(f"the adapter's `instances` is {getattr(adapter, 'instances', None)!r}"
+                               f"; its system {own.name!r} has {own.instances}")
+        if own is None:
+            return None, ()
+        if not isinstance(adapter, Adapter):
+            raise AdapterError(f"the adapter factory returned {type(adapter).__name__}, not a "
+                               "settled.conformance.Adapter")
+        contract = Contract(own.machine, frozenset(adapter.unobservable))
+        return own, tuple(sorted(contract.unobservable))
+    finally:
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()
+
+
+def _lockstep_system(factory: AdapterFactory, system: System, not_checked: tuple[str, ...],
+                     profile: str, settings: Any,
+                     seed: int | None, out: Path | str | None, name: str | None,
+                     start: float) -> Report:
+    from ._system_lockstep import make_system_lockstep, run_system_lockstep
+    from ._system_lockstep import unfired as system_unfired
+
+    machine = system.machine
+    suite = make_system_lockstep(system, factory, forbidden=machine.refusable,
+                                 name=name or system.name)
+    record = run_system_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
+    status = (ADAPTER_ERROR if record.adapter_error else DIVERGED if record.failure else PASSED)
+    return Report(
+        system.name, status, profile, seed, system.instances, record.examples,
+        time.perf_counter() - start, record.trace_events, failure=record.failure,
+        adapter_error=record.adapter_error, steps=list(record.steps),
+        counterexample=record.itf_path, counterexample_error=record.counterexample_error,
+        not_checked=not_checked, fired=dict(record.fired),
+        unfired=system_unfired(system, record.fired) if status == PASSED else [], system=True)
+
+
+def lockstep(adapter_factory: AdapterFactory,
+             machine: str | Protocol | System | None = None, *,
              profile: str = "ci", seed: int | None = None, out: Path | str | None = None,
              name: str | None = None) -> Report:
     """Run the lockstep kit on the implementation behind ``adapter_factory``.
@@ -195,6 +259,17 @@ def lockstep(adapter_factory: AdapterFactory, machine: str | Protocol | None = N
     """
     settings = named_profile(profile)
     start = time.perf_counter()
+    if isinstance(machine, System) or machine is None:
+        try:
+            system, not_checked = probe_system(adapter_factory, machine)
+        except AdapterError as exc:
+            label = getattr(machine, "name", "?")
+            return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
+                          time.perf_counter() - start, 0, adapter_error=str(exc))
+        if system is not None:
+            return _lockstep_system(adapter_factory, system, not_checked, profile, settings,
+                                    seed, out, name, start)
+        assert not isinstance(machine, System)
     try:
         protocol, instances, not_checked = probe(adapter_factory, machine)
     except AdapterError as exc:

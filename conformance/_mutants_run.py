@@ -27,7 +27,8 @@ from typing import Any
 from hypothesis import settings
 
 from ._lockstep import Action, Record, run_lockstep
-from ._suites import SUITES, Suite
+from ._suites import SUITES, SYSTEM_SUITES, Suite, SystemSuite
+from ._system_lockstep import run_system_lockstep
 from .mutants import Mutant, all_mutants
 
 __all__ = ["BaselineResult", "MutantResult", "MutantsReport", "Progress", "run_mutants",
@@ -106,13 +107,14 @@ def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str]
                 progress: Progress | None = None, out: Path | None = None) -> MutantsReport:
     """Run the baseline, then every (or every named) mutant's campaign, one after another."""
     mutants = select_mutants(names)
-    machines = list(SUITES) if names is None else sorted({m.machine for m in mutants})
+    machines = ([*SUITES, *SYSTEM_SUITES] if names is None
+                else sorted({m.machine for m in mutants}))
     total = len(machines) + len(mutants)
     report = MutantsReport()
     for n, machine in enumerate(machines, start=1):
         if progress is not None:
             progress(n, total, f"baseline {machine}")
-        report.baseline.append(_baseline(machine, SUITES[machine](), profile, seed, out))
+        report.baseline.append(_baseline(machine, _suite(machine)(), profile, seed, out))
     for n, mutant in enumerate(mutants, start=len(machines) + 1):
         if progress is not None:
             progress(n, total, mutant.name)
@@ -120,7 +122,12 @@ def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str]
     return report
 
 
-def _campaign(suite: Suite, name: str, profile: settings, seed: int | None,
+def _suite(machine: str) -> Callable[..., Suite | SystemSuite]:
+    """The suite builder of a machine or a system (``query_system``), by name."""
+    return SUITES[machine] if machine in SUITES else SYSTEM_SUITES[machine]
+
+
+def _campaign(suite: Suite | SystemSuite, name: str, profile: settings, seed: int | None,
               out: Path | None = None) -> tuple[Record | None, float, str | None]:
     """The campaign's record and duration, or (None, duration, the kit's own error).
 
@@ -128,7 +135,8 @@ def _campaign(suite: Suite, name: str, profile: settings, seed: int | None,
     contract, which is neither a kill nor a pass."""
     start = time.perf_counter()
     try:
-        record = run_lockstep(suite.lockstep(name), profile, seed=seed, out=out)
+        run = run_system_lockstep if isinstance(suite, SystemSuite) else run_lockstep
+        record = run(suite.lockstep(name), profile, seed=seed, out=out)
     except Exception:  # the kit must not take the whole catalogue down with it
         return None, time.perf_counter() - start, f"the kit raised:\n{traceback.format_exc()}"
     if record.adapter_error is not None:
@@ -136,7 +144,7 @@ def _campaign(suite: Suite, name: str, profile: settings, seed: int | None,
     return record, time.perf_counter() - start, None
 
 
-def _baseline(machine: str, suite: Suite, profile: settings, seed: int | None,
+def _baseline(machine: str, suite: Suite | SystemSuite, profile: settings, seed: int | None,
               out: Path | None = None) -> BaselineResult:
     record, seconds, error = _campaign(suite, f"baseline-{machine}", profile, seed, out)
     failure = error if record is None else record.failure
@@ -145,7 +153,7 @@ def _baseline(machine: str, suite: Suite, profile: settings, seed: int | None,
 
 def _mutant(mutant: Mutant, profile: settings, seed: int | None,
             out: Path | None = None) -> MutantResult:
-    suite = SUITES[mutant.machine](mutant.adapter_class)
+    suite = _suite(mutant.machine)(mutant.adapter_class)
     record, seconds, error = _campaign(suite, mutant.name, profile, seed, out)
     if record is None or record.failure is None:
         return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds, None, error)

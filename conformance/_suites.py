@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from hypothesis.stateful import RuleBasedStateMachine
 
 from settled.model import Protocol, build_query_machine
+from settled.model._system import System
 
 from ._adapter import Adapter
 from ._lockstep import make_lockstep
@@ -79,3 +80,54 @@ def ledger_suite(adapter_class: type[Adapter] | None = None) -> Suite:
 
 
 SUITES["ledger"] = ledger_suite
+
+
+@dataclass(frozen=True)
+class SystemSuite:
+    """A system's lockstep: the declared system and an adapter of the bundled implementation
+    whose instances really share what the system declares shared."""
+
+    machine: str  # the suite's name
+    system: System
+    adapter: Callable[[], Adapter]
+    forbidden: frozenset[str]
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.system.machine
+
+    @property
+    def instances(self) -> int:
+        return self.system.instances
+
+    def lockstep(self, name: str | None = None) -> type[RuleBasedStateMachine]:
+        from ._system_lockstep import make_system_lockstep
+
+        return make_system_lockstep(self.system, self.adapter, forbidden=self.forbidden,
+                                    name=name or self.machine)
+
+
+def query_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuite:
+    """Two queries of one task and session, two worker processes."""
+    from ._query_system_adapter import QuerySystemAdapter, query_system
+
+    cls = adapter_class or QuerySystemAdapter
+    system = query_system(2, 2)
+    return SystemSuite("query_system", system, lambda: cls(2, 2),  # type: ignore[call-arg]
+                       forbidden=system.machine.refusable)
+
+
+SYSTEM_SUITES: dict[str, Callable[..., SystemSuite]] = {"query_system": query_system_suite}
+
+
+def approval_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuite:
+    """Two order calls drawing on one unit of one product's stock."""
+    from ._approval_system_adapter import ApprovalSystemAdapter, approval_system
+
+    cls = adapter_class or ApprovalSystemAdapter
+    system = approval_system(2, 1)
+    return SystemSuite("approval_system", system, lambda: cls(2, 1),  # type: ignore[call-arg]
+                       forbidden=system.machine.refusable)
+
+
+SYSTEM_SUITES["approval_system"] = approval_system_suite

@@ -25,7 +25,8 @@ def _mark(ok: bool) -> str:
 
 def summary(result: dict[str, Any]) -> Table:
     table = Table(title="settled verify")
-    for col in ("machine", "static", "explore", "system", "lockstep", "trace check", "ok"):
+    for col in ("machine", "static", "explore", "system", "lockstep", "trace check",
+                "system lockstep", "ok"):
         table.add_column(col)
     for name, m in result["machines"].items():
         ex, ls, tc = m["explore"], m["lockstep"], m["trace_check"]
@@ -36,9 +37,10 @@ def summary(result: dict[str, Any]) -> Table:
             f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs, {ls.get('steps', 0):,} steps, "
             f"{_fired(ls)}, {ls.get('seconds', 0)}s"
             + (" on PostgreSQL" if str(ls.get("store", "")).startswith("PostgreSQL") else ""),
-            f"{_mark(tc['ok'])} {tc['events']:,} events", _mark(m["ok"]))
+            f"{_mark(tc['ok'])} {tc['events']:,} events",
+            _system_lockstep_cell(m.get("system_lockstep", {})), _mark(m["ok"]))
     views = result["views"]
-    table.add_row("views", "", "", "", "", "",
+    table.add_row("views", "", "", "", "", "", "",
                   "skipped" if views.get("skipped") else _mark(views["ok"]))
     return table
 
@@ -57,6 +59,15 @@ def _system_cell(sy: dict[str, Any]) -> str:
             f"{sy['seconds']}s")
 
 
+def _system_lockstep_cell(sl: dict[str, Any]) -> str:
+    if not sl.get("checked"):
+        return "[yellow]NOT CHECKED[/yellow]"
+    tc = sl["trace_check"]
+    return (f"{_mark(sl['ok'])} {sl['examples']} runs, {sl['steps']:,} steps, fired "
+            f"{sl['fired']}/{sl['declared']}, {tc['events']:,} events trace-checked, "
+            f"{sl['seconds']}s")
+
+
 def details(result: dict[str, Any]) -> None:
     for name, m in result["machines"].items():
         for key, value in m["static"].items():
@@ -68,6 +79,11 @@ def details(result: dict[str, Any]) -> None:
         if m["system"].get("findings"):
             err.print(f"{name}: system findings {m['system']['findings']}; run "
                       f"'settled explore {name} --queries 2' for the counterexamples")
+        sl = m.get("system_lockstep", {})
+        if not sl.get("checked", True):
+            err.print(f"{name}: system lockstep NOT CHECKED: {sl.get('why')}")
+        elif sl.get("failure") or sl.get("trace_check", {}).get("failure"):
+            err.print(f"{name}: system lockstep: {sl.get('failure') or sl['trace_check']['failure']}")
         ls = m["lockstep"]
         if ls.get("failure"):
             err.print(f"{name}: {ls['failure']}")

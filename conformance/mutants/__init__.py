@@ -19,7 +19,7 @@ from .._adapter import Adapter
 class Mutant:
     name: str  # named after the rule it breaks, e.g. "Q14-lost-response-recorded-as-failed"
     rule: str  # the rule ID it breaks
-    machine: str  # "query", "approval" or "ledger": which suite drives it
+    machine: str  # "query", "approval", "ledger" or a system ("query_system"): its suite
     description: str
     adapter_class: Callable[..., Adapter]
 
@@ -27,7 +27,7 @@ class Mutant:
 def all_mutants() -> list[Mutant]:
     """Every mutant of every machine, in catalogue order."""
     found: list[Mutant] = []
-    for module in ("query", "approval", "ledger"):
+    for module in ("query", "approval", "ledger", "query_system", "approval_system"):
         try:
             imported = __import__(f"{__name__}.{module}", fromlist=["MUTANTS"])
         except ModuleNotFoundError as exc:

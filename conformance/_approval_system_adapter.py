@@ -1,0 +1,99 @@
+"""The approval system's adapter: order calls drawing on ONE product's stock.
+
+Every model instance is an order (``create_order``) for one unit of the same
+product, whose stock is the system's ``stock`` (1 unit: two approved orders
+would oversell, W6). ``observe(None)`` reads that stock from the business
+store. The business store checks stock inside the commit's transaction, so
+the second order's handler is refused (``business_rejected``) once the first
+committed, which is what the system's ``commit`` refinement says.
+
+Each call runs in a session of its own, as in the machine adapter: the
+runtime's session lock (A8) refuses any other caller action of the session
+while a call's runtime is inside a call, which the declared system (where
+every step is atomic) does not model; see ``model/systems.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from settled.impl._approval import ToolSpec
+from settled.impl._db import write
+from settled.model.systems import build_approval_system
+
+from ._approval_adapter import ApprovalAdapter, _check, _Item
+
+SHARED_SKU = "S"
+_SYSTEMS: dict[tuple[int, int], Any] = {}
+
+
+def approval_system(calls: int = 2, stock: int = 1) -> Any:
+    found = _SYSTEMS.get((calls, stock))
+    if found is None:
+        found = _SYSTEMS[(calls, stock)] = build_approval_system(calls=calls, stock=stock)
+    return found
+
+
+class _Order(_Item):
+    def args(self, tool: str) -> Any:
+        if tool != "create_order":
+            return super().args(tool)
+        return {"customer": f"  {self.customer} ", "items": [
+            {"sku": SHARED_SKU, "quantity": 1}, {"sku": self.other, "quantity": 1}]}
+
+
+class ApprovalSystemAdapter(ApprovalAdapter):
+    """``calls`` order calls on one product of ``stock`` units."""
+
+    def __init__(self, calls: int = 2, stock: int = 1, directory: Path | None = None) -> None:
+        self.system = approval_system(calls, stock)
+        self._stock = stock
+        super().__init__(calls, directory=directory)
+        with write(self.world.connection) as conn:  # the shared product joins the catalogue
+            conn.execute("INSERT INTO products (sku, name, stock, listed) VALUES (?, ?, ?, 1)",
+                         (SHARED_SKU, SHARED_SKU, stock))
+
+    def _item(self, n: int) -> _Item:
+        item = super()._item(n)
+        order = _Order(n)
+        for name in ("worker", "clock", "tools", "proposed_at", "stock_moved", "order_id"):
+            setattr(order, name, getattr(item, name))
+        return order
+
+    def propose(self, item: _Item, params: Mapping[str, Any]) -> None:
+        # An order tool that declares the retry_safe the model proposes with (A5).
+        item.tools["create_order"] = ToolSpec("create_order", bool(params["retry_safe"]))
+        item.proposed_at = item.clock.now
+        _check(item.worker.call("propose", item.session, "create_order",
+                                item.args("create_order")))
+
+    def business_rejects(self, item: _Item) -> None:
+        """With the shared stock gone, nothing is arranged: the business store itself must
+        refuse the order (W6). Otherwise another writer unlists a product the order needs."""
+        if self.world.stock(SHARED_SKU) == 0:
+            self.go(item)
+        else:
+            super().business_rejects(item)
+
+    def crash_in_handler(self, item: _Item) -> None:
+        """With the shared stock gone the handler refuses before it reaches R4, so the crash
+        before the commit happens where the handler is parked, on entry: nothing committed."""
+        if self.world.stock(SHARED_SKU) == 0:
+            self.restart(item)
+            self.recover(item)
+        else:
+            super().crash_in_handler(item)
+
+    def perform(self, instance: int | None, trigger: str,
+                params: Mapping[str, Any]) -> None:
+        if instance is None:
+            raise KeyError(f"the approval system has no synchronised or system step {trigger!r}")
+        super().perform(instance, trigger, params)
+
+    def observe(self, instance: int | None) -> Mapping[str, Any]:
+        if instance is None:
+            return {"stock": self.world.stock(SHARED_SKU)}
+        return super().observe(instance)
+

@@ -1,0 +1,163 @@
+"""The query system's adapter: the SQLite implementation's queries of ONE task and session.
+
+Where the machine adapter (``_query_adapter``) gives each model instance a
+session and a task of its own, here every instance is a query of the same
+task, in the same session, confirmed by the same run, handled by the same
+worker processes. So what the system declares shared is really shared:
+
+- one row holds the task's condition version and clarification state, and
+  ``condition_updated`` is ONE update of that row (``perform(None, ...)``),
+  which invalidates every pending draft of the task in its transaction;
+- the session's newest message is a real message row: ``message_received``
+  stores a user message (pending), ``message_attributed`` attributes it to the
+  task; ``confirm`` never invents a message, so a pending one blocks it the
+  way it blocks any draft of the session;
+- a worker process is one :class:`~settled.impl._worker.Worker` object for
+  all queries; ``crash`` (``perform(None, "crash", {"worker": w})``) drops
+  the object with every lease it holds on a live query and starts a new one
+  of the same name from the files.
+
+``observe(None)`` reports the system's own variable: ``message`` is
+``pending`` while the newest message of the session is not attributed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from settled.impl._errors import CallerError
+from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.model.query import LIVE
+from settled.model.systems import build_query_system
+
+from ._adapter import Refused
+from ._query_adapter import CLOCK, MESSAGE_TEXT, QueryAdapter, _side_notification
+
+SESSION, USER = "session-0", "user-0"
+NEW_MESSAGE = "wait, by day"
+
+_SYSTEMS: dict[tuple[int, int], Any] = {}
+
+
+def query_system(queries: int = 2, workers: int = 2) -> Any:
+    """The declared query system, built once per process (campaigns share its plans)."""
+    found = _SYSTEMS.get((queries, workers))
+    if found is None:
+        found = _SYSTEMS[(queries, workers)] = build_query_system(queries=queries, workers=workers)
+    return found
+
+
+class _Query:
+    """One query of the shared task (the attributes the machine adapter's steps read)."""
+
+    def __init__(self, shared: QuerySystemAdapter) -> None:
+        self.session, self.user = SESSION, USER
+        self.task = shared.task
+        self.run = shared.run
+        self.message = shared.message
+        self.query_id: str | None = None
+        self.rejected = False
+        self.notification: str | None = None
+
+
+class QuerySystemAdapter(QueryAdapter):
+    """Drives ``queries`` queries of one task and session with ``workers`` worker processes."""
+
+    def __init__(self, queries: int = 2, workers: int = 2, directory: Path | None = None) -> None:
+        self.system = query_system(queries, workers)
+        self.protocol = self.system.machine
+        self.instances = queries
+        shm = Path("/dev/shm")
+        self._tmp = None if directory else tempfile.TemporaryDirectory(
+            prefix="settled-system-", dir=str(shm) if shm.is_dir() else None)
+        self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
+        self._scratch = None
+        self.platform = SyntheticPlatform(self.dir / "platform")
+        self.store_path = self.dir / "agent.db"
+        self.store = self.store_class(self.store_path, self.platform)
+        self.workers = [self._worker(w) for w in range(workers)]
+        self.task = self.store.create_task(USER, SESSION, {"month": "2026-01", "unit": "yuan"})
+        self.run = self.store.start_run(SESSION)
+        self.message = self.store.receive_message(SESSION, USER, MESSAGE_TEXT, CLOCK,
+                                                  task_id=self.task.task_id).message_id
+        self.pending: str | None = None  # the newest message, while it is not attributed
+        self.items = [_Query(self) for _ in range(queries)]  # type: ignore[misc]
+        # The notification a confirmation may quote, made before any step: made later, its
+        # side query's own confirmation would meet a pending message of the session.
+        self.notification = _side_notification(self.store, self.platform, self.store_path,
+                                                self.worker_class, self.items[0])
+
+    # ------------------------------------------------------------------ perform
+    def perform(self, instance: int | None, trigger: str,
+                params: Mapping[str, Any]) -> None:
+        if instance is not None:
+            super().perform(instance, trigger, params)
+            return
+        try:
+            self._perform_system(trigger, params)
+        except CallerError as exc:
+            raise Refused(str(exc)) from exc
+
+    def _perform_system(self, trigger: str, params: Mapping[str, Any]) -> None:
+        if trigger == "condition_updated":  # one update of the task's row
+            for item in self.items:  # a draft whose check is in flight exists as a row
+                if item.query_id is None:
+                    item.query_id = self.store.request_query(self.task.task_id,
+                                                             APP_MONTHLY_SQL).query_id
+            task = self.store.task(self.task.task_id)
+            self.store.update_conditions(task.task_id, task.condition_version,
+                                         {"revision": task.condition_version + 1})
+        elif trigger == "crash":
+            self.crash_process(int(params["worker"]))
+        elif trigger == "message_received":
+            self.pending = self.store.receive_message(SESSION, USER, NEW_MESSAGE,
+                                                      CLOCK).message_id
+        elif trigger == "message_attributed":
+            if self.pending is None:
+                raise CallerError("no message is waiting for attribution")
+            self.store.attribute_message(self.pending, self.task.task_id)
+            self.pending = None
+        else:
+            raise KeyError(f"no system step {trigger!r}")
+
+    def crash_process(self, w: int) -> None:
+        """Worker process ``w`` dies: every lease it holds on a live query is gone at once."""
+        old = self.workers[w]
+        old.close()
+        self.workers[w] = self._worker(w)
+        live = {s.value for s in LIVE}
+        self.workers[w].held = {q: e for q, e in old.held.items()
+                                if self.store.query(q).state.value not in live}
+
+    def _confirm(self, item: Any, qid: str, params: Mapping[str, Any]) -> None:
+        """Confirm with the session's real message state: nothing is invented here."""
+        query = self.store.query(qid)
+        draft = query.draft_version + (params["draft_version"] == "stale")
+        condition = query.condition_version + (params["condition_version"] == "stale")
+        message, quote = item.message, MESSAGE_TEXT
+        if params["quote"] == "part":
+            quote = "execute"
+        elif params["quote"] == "notification":
+            message = self._notification_message(item)
+            quote = self.store.message(message).text
+        self.store.confirm(qid, draft, condition, quote, message, item.run)
+
+    def _notification_message(self, item: Any) -> str:
+        return self.notification
+
+    # ------------------------------------------------------------------ observe
+    def observe(self, instance: int | None) -> Mapping[str, Any]:
+        if instance is None:
+            if self.pending is None:
+                return {"message": "attributed"}
+            attribution = self.store.message(self.pending).attribution
+            return {"message": "attributed" if attribution == "attributed" else "pending"}
+        out = dict(super().observe(instance))
+        if self.items[instance].query_id is None:  # the task's row is shared, draft or not
+            task = self.store.task(self.task.task_id)
+            out["clarifying"] = task.awaiting_clarification
+        return out
+

@@ -1,0 +1,95 @@
+# mypy sees settled.impl as Any (it cannot follow the editable install's import hook),
+# and every mutant here subclasses an implementation class on purpose.
+# mypy: disallow-subclassing-any=False
+"""Shared-state mutants of the approval implementation, killed by the approval *system*'s lockstep.
+
+The machine lockstep gives every call products of its own with ample stock,
+so a stock check that does not look across calls has nothing to act on there.
+The system lockstep (``approval_system``: two orders on one unit of one
+product) must kill it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any, cast
+
+from settled.impl._approval import ApprovalRuntime
+from settled.impl._business import (
+    BusinessStore,
+    _order_result,
+    _product,
+    _record,
+    check_token,
+    fingerprint,
+    normalize,
+)
+from settled.impl._db import write
+from settled.impl._errors import NotAllowed
+
+from .._approval_system_adapter import ApprovalSystemAdapter
+from . import Mutant
+
+__all__ = ["MUTANTS", "StockUncheckedAtCommit"]
+
+
+class StockUncheckedAtCommit(BusinessStore):
+    """W6 broken across calls: an order's commit takes stock without checking it.
+
+    How it gets written: "the approver saw the stock when the order was
+    shown, so the commit only has to decrement it" (clamped at zero so the
+    table's constraint never fires). Two orders approved on the last unit both
+    commit: an oversell.
+    """
+
+    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
+        if tool != "create_order":
+            return super().execute(tool, client_token, args)
+        self._hook("handler_entered")
+        token = check_token(client_token)
+        normalized = normalize(tool, args)
+        wanted = fingerprint(tool, normalized)
+        with write(self._conn) as conn:
+            first = self._first_result(conn, token, tool, wanted)
+            if first is not None:
+                return first
+            now = self._now()
+            result = _order_without_stock_check(conn, normalized, now)
+            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            self._hook("before_commit")
+        self._hook("after_commit")
+        return stored
+
+
+def _order_without_stock_check(conn: sqlite3.Connection, args: Any, now: float) -> Any:
+    for item in args["items"]:
+        if not _product(conn, item["sku"])["listed"]:
+            raise NotAllowed(f"sku {item['sku']!r} is not listed")
+    conn.executemany("UPDATE products SET stock = MAX(stock - ?, 0) WHERE sku = ?",  # the bug
+                     [(item["quantity"], item["sku"]) for item in args["items"]])
+    count = conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0]
+    order_id = f"ord-{count + 1:06d}"
+    conn.execute("INSERT INTO orders (order_id, customer, status, draft_id, created_at) "
+                 "VALUES (?, ?, 'open', ?, ?)", (order_id, args["customer"], args["draft_id"], now))
+    conn.executemany("INSERT INTO order_lines (order_id, sku, quantity) VALUES (?, ?, ?)",
+                     [(order_id, item["sku"], item["quantity"]) for item in args["items"]])
+    return _order_result(conn, order_id)
+
+
+class _Runtime(ApprovalRuntime):
+    """The real runtime, opening the mutated business store."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._business.close()
+        self._business = StockUncheckedAtCommit.open(self._business_path,
+                                                     hook=self._business_hook)
+
+
+MUTANTS: list[Mutant] = [
+    Mutant(name="W6-stock-unchecked-at-commit", rule="W6", machine="approval_system",
+           description=(StockUncheckedAtCommit.__doc__ or "").strip().split("\n", 1)[0],
+           adapter_class=cast(Any, type("StockUncheckedSystemAdapter", (ApprovalSystemAdapter,),
+                                        {"runtime_class": _Runtime}))),
+]

@@ -1,0 +1,104 @@
+# mypy sees settled.impl as Any (it cannot follow the editable install's import hook),
+# and every mutant here subclasses an implementation class on purpose.
+# mypy: disallow-subclassing-any=False
+"""Shared-state mutants of the query implementation, killed by the query *system*'s lockstep.
+
+Each breaks a rule that concerns several queries of one task or session, in
+a way that one query in a task and session of its own can never show: the
+machine lockstep (``query``), where each instance is alone in its task and
+its session, passes them. The system lockstep (``query_system``: two queries
+of one task and session, shared worker processes) must kill them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import cast
+
+from settled.impl._errors import MessagePending, NotAllowed, StaleVersion
+from settled.impl._events import apply_step
+from settled.impl._store import QueryStore, task_row
+from settled.model.query import LIVE
+from settled.model.query import QueryState as S
+
+from .._query_system_adapter import QuerySystemAdapter
+from . import Mutant
+
+__all__ = ["MUTANTS", "OlderPendingMessageIgnored", "UpdateInvalidatesNewestDraftOnly"]
+
+
+class UpdateInvalidatesNewestDraftOnly(QueryStore):
+    """T2 broken across drafts: a condition update invalidates only the task's newest draft.
+
+    How it gets written: "the update was made while the user looked at the
+    latest draft, so that is the one it makes stale". An older draft of the
+    same task stays ``awaiting_confirmation``, although its SQL was written
+    for conditions that no longer hold.
+    """
+
+    @staticmethod
+    def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
+        rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE task_id = ? "
+                            "ORDER BY created_at, query_id", (task_id,)).fetchall()
+        drafts = [r for r in rows if S(r["execution_state"]) in (S.DRAFTED, S.AWAITING)]
+        newest = drafts[-1]["query_id"] if drafts else None
+        for row in rows:
+            state = S(row["execution_state"])
+            if state in (S.DRAFTED, S.AWAITING):
+                if row["query_id"] != newest:  # the bug: older drafts are left as they are
+                    continue
+                target = S.INVALIDATED
+            elif state in LIVE:
+                target = state
+            else:
+                continue
+            apply_step(conn, row["query_id"], trigger="condition_updated", params={},
+                       from_state=state, to_state=target, at=now)
+
+
+class OlderPendingMessageIgnored(QueryStore):
+    """Q9 broken across drafts: only a message newer than the draft blocks its confirmation.
+
+    How it gets written: "a message that arrived before the draft was
+    drafted was already taken into account when drafting". It was not: it is
+    still unattributed, and may belong to this task, to another, or change
+    what the user wants; a draft made after it is confirmed anyway.
+    """
+
+    @staticmethod
+    def _confirmable(conn: sqlite3.Connection, query: sqlite3.Row,
+                     message: sqlite3.Row) -> sqlite3.Row:
+        qid, task_id = query["query_id"], query["task_id"]
+        if message["attribution"] != "attributed":
+            raise MessagePending(f"cannot confirm query {qid!r}: its message is not attributed")
+        if message["task_id"] != task_id:
+            raise NotAllowed(f"cannot confirm query {qid!r}: the message belongs to another task")
+        task = task_row(conn, task_id)
+        if task["condition_version"] != query["condition_version"]:
+            raise StaleVersion(f"cannot confirm query {qid!r}: the task's conditions moved")
+        blocking = conn.execute(  # the bug: only messages received after the draft count
+            "SELECT message_id FROM messages WHERE session_id = ? AND kind = 'user' "
+            "AND attribution IN ('pending', 'failed') AND message_id != ? AND received_at > ?",
+            (query["session_id"], message["message_id"], query["created_at"])).fetchall()
+        if blocking:
+            raise MessagePending(f"cannot confirm query {qid!r}: a newer message is pending")
+        if not query["check_ok"] or query["cancel_state"] != "none" or query["submissions"]:
+            raise NotAllowed(f"cannot confirm query {qid!r}: not confirmable (Q6)")
+        return task
+
+
+def _adapter(store: type[QueryStore]) -> type[QuerySystemAdapter]:
+    return cast(type[QuerySystemAdapter],
+                type(f"{store.__name__}SystemAdapter", (QuerySystemAdapter,), {"store_class": store}))
+
+
+def _mutant(name: str, store: type[QueryStore]) -> Mutant:
+    doc = (store.__doc__ or "").strip()
+    return Mutant(name=name, rule=name.split("-", 1)[0], machine="query_system",
+                  description=doc.split("\n", 1)[0], adapter_class=_adapter(store))
+
+
+MUTANTS: list[Mutant] = [
+    _mutant("T2-update-invalidates-newest-draft-only", UpdateInvalidatesNewestDraftOnly),
+    _mutant("Q9-older-pending-message-ignored", OlderPendingMessageIgnored),
+]

@@ -1,0 +1,273 @@
+"""The lockstep of a system: queries of one task and session, in the real implementation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from settled.conformance import AdapterError, lockstep
+from settled.conformance._lockstep import Invalid
+from settled.conformance._mutants_run import run_mutants, select_mutants
+from settled.conformance._profiles import profile
+from settled.conformance._query_adapter import QueryAdapter
+from settled.conformance._query_system_adapter import QuerySystemAdapter, query_system
+from settled.conformance._suites import SYSTEM_SUITES, query_suite
+from settled.conformance._system_lockstep import (
+    SYSTEM,
+    SystemAction,
+    SystemRunner,
+    check_system_observation,
+    load_steps,
+    replay_steps,
+    system_tour,
+)
+from settled.conformance.mutants.query_system import (
+    OlderPendingMessageIgnored,
+    UpdateInvalidatesNewestDraftOnly,
+)
+
+CONFIRM = {"quote": "whole", "draft_version": "current", "condition_version": "current"}
+
+
+def q(i: int, trigger: str, forbidden: bool = False, **params: Any) -> SystemAction:
+    return SystemAction(i, trigger, params, forbidden, who=f"q{i}")
+
+
+def every(trigger: str, **params: Any) -> SystemAction:
+    return SystemAction(SYSTEM, trigger, params, who="all")
+
+
+def own(trigger: str) -> SystemAction:
+    return SystemAction(SYSTEM, trigger, {}, who="system")
+
+
+@pytest.fixture(scope="module")
+def system() -> Any:
+    return query_system(2, 2)
+
+
+def _replay(system: Any, cls: type, steps: list[SystemAction]) -> str | None:
+    return replay_steps(system, lambda: cls(2, 2), system.machine.refusable, steps)
+
+
+def _adapter(store: type) -> type:
+    return type("Mutated", (QuerySystemAdapter,), {"store_class": store})
+
+
+# --------------------------------------------------------------------------- shared state, really
+@pytest.mark.rule("T2")
+def test_one_condition_update_invalidates_every_pending_draft_of_the_task(system: Any) -> None:
+    steps = [q(0, "check_passed"), every("condition_updated")]
+    assert _replay(system, QuerySystemAdapter, steps) is None
+    run = SystemRunner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
+    for a in steps:
+        run.apply(a)
+        run.check()
+    assert [run.observe(i)["state"] for i in range(2)] == ["invalidated", "invalidated"]
+    assert {run.observe(i)["task_version"] for i in range(2)} == {2}
+    run.adapter.close()
+
+
+@pytest.mark.rule("Q11", "Q13")
+def test_a_worker_process_crash_drops_its_leases_on_both_queries_in_one_step(system: Any) -> None:
+    held = [q(0, "check_passed"), q(0, "confirm", message="attributed", **CONFIRM),
+            q(0, "claim", worker=0), q(1, "check_passed"),
+            q(1, "confirm", message="attributed", **CONFIRM), q(1, "claim", worker=0)]
+    run = SystemRunner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
+    for a in held:
+        run.apply(a)
+        run.check()
+    assert [run.observe(i)["held"] for i in range(2)] == [(1, 0), (1, 0)]
+    run.apply(every("crash", worker=0))
+    run.check()  # the model moved both instances; so did the implementation
+    assert [run.observe(i)["held"] for i in range(2)] == [(0, 0), (0, 0)]
+    run.finish()
+
+
+@pytest.mark.rule("Q9")
+def test_a_pending_message_of_the_session_blocks_every_draft_and_is_observed(system: Any) -> None:
+    steps = [q(0, "check_passed"), own("message_received"), q(1, "check_passed"),
+             q(0, "confirm", True, message="pending", **CONFIRM),
+             q(1, "confirm", True, message="pending", **CONFIRM),
+             own("message_attributed"), q(1, "confirm", message="attributed", **CONFIRM)]
+    assert _replay(system, QuerySystemAdapter, steps) is None
+
+
+def test_a_refusal_probe_with_a_bound_parameter_the_state_contradicts_is_not_a_step(
+        system: Any) -> None:
+    """message=pending while the session's message is attributed: the model rejects the list
+    (a minimiser candidate), it is not held against the implementation."""
+    with pytest.raises(Invalid):
+        _replay(system, QuerySystemAdapter,
+                [q(0, "check_passed"), q(0, "confirm", True, message="pending", **CONFIRM)])
+
+
+# --------------------------------------------------------------------------- the campaign
+def test_the_query_system_campaign_passes_on_the_bundled_implementation(tmp_path: Path) -> None:
+    report = lockstep(QuerySystemAdapter, profile="dev", seed=0, out=tmp_path)
+    assert report.ok, report.text()
+    assert report.system and report.machine == "query_system" and report.instances == 2
+    assert report.trace_events > 0
+    assert report.to_json()["system"] is True
+
+
+def test_the_tour_reaches_every_sync_and_system_step_and_a_state_decided_refusal(
+        system: Any) -> None:
+    tour = system_tour(system, system.machine.refusable)
+    texts = [[a.text() for a in path] for path in tour]
+    flat = {t for path in texts for t in path}
+    for step in ("all condition_updated", "all crash worker=0", "system message_received",
+                 "system message_attributed"):
+        assert step in flat
+    assert ["system message_received", "q0 check_passed",
+            "refuse q0 confirm quote=whole draft_version=current condition_version=current "
+            "message=pending"] in texts
+
+
+@pytest.mark.rule("T2", "Q9")
+@pytest.mark.parametrize("store", [UpdateInvalidatesNewestDraftOnly, OlderPendingMessageIgnored])
+def test_the_system_lockstep_can_fail_a_shared_state_mutant_is_caught(store: type,
+                                                                      tmp_path: Path) -> None:
+    report = lockstep(_adapter(store), profile="dev", seed=0, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert report.counterexample is not None and report.counterexample.exists()
+    name, steps = load_steps(report.counterexample)
+    assert name == "query_system" and steps == report.steps
+    # The saved list replays: still a divergence on the mutant, none on the real store.
+    system = query_system(2, 2)
+    assert _replay(system, _adapter(store), steps) is not None
+    assert _replay(system, QuerySystemAdapter, steps) is None
+
+
+def test_the_mutants_are_in_the_catalogue_under_the_system_suite() -> None:
+    names = {m.name: m for m in select_mutants(["T2-update-invalidates-newest-draft-only",
+                                                "Q9-older-pending-message-ignored"])}
+    assert {m.machine for m in names.values()} == {"query_system"}
+    assert "query_system" in SYSTEM_SUITES
+
+
+# --------------------------------------------------------------------------- the contract
+class _NoSystemVariables(QuerySystemAdapter):
+    def observe(self, instance: int | None) -> Mapping[str, Any]:
+        return {} if instance is None else super().observe(instance)
+
+
+def test_an_adapter_omitting_a_system_variable_is_an_adapter_error(tmp_path: Path) -> None:
+    report = lockstep(_NoSystemVariables, profile="dev", seed=0, out=tmp_path)
+    assert report.status == "adapter_error" and report.exit_code == 3
+    assert "left out the system variable(s) ['message']" in (report.adapter_error or "")
+
+
+def test_system_observations_are_held_to_the_contract(system: Any) -> None:
+    assert check_system_observation(system, {"message": "pending"}) == {"message": "pending"}
+    for bad, says in (({}, "left out"), ({"message": "pending", "x": 1}, "unknown key"),
+                      ({"message": "lost"}, "outside its domain"), (["message"], "not a mapping")):
+        with pytest.raises(AdapterError, match=says):
+            check_system_observation(system, bad)
+
+
+def test_an_adapter_whose_instances_do_not_match_its_system_is_an_adapter_error() -> None:
+    class Wrong(QuerySystemAdapter):
+        def __init__(self) -> None:
+            super().__init__(2, 2)
+            self.instances = 3
+
+    report = lockstep(Wrong, profile="dev", seed=0)
+    assert report.status == "adapter_error" and "instances" in (report.adapter_error or "")
+
+
+def test_the_machine_path_is_unchanged_for_a_machine_adapter(tmp_path: Path) -> None:
+    report = lockstep(lambda: QueryAdapter(1, 2), profile="dev", seed=0, out=tmp_path)
+    assert report.ok and not report.system and report.machine == "query"
+
+
+# --------------------------------------------------------------------------- longer campaigns
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_the_shared_state_mutants_die_on_ci_seeds(seed: int, tmp_path: Path) -> None:
+    report = run_mutants(profile("ci"), seed=seed, out=tmp_path,
+                         names=["T2-update-invalidates-newest-draft-only",
+                                "Q9-older-pending-message-ignored",
+                                "W6-stock-unchecked-at-commit"])
+    assert report.ok, report.to_json()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", [UpdateInvalidatesNewestDraftOnly, OlderPendingMessageIgnored])
+def test_the_machine_lockstep_cannot_see_the_shared_state_mutants(store: type) -> None:
+    """Each query alone in its task and session: the bug has nothing to act on."""
+    from settled.conformance._lockstep import run_lockstep
+
+    cls = type("Single", (QueryAdapter,), {"store_class": store})
+    record = run_lockstep(query_suite(cls).lockstep(f"single-{store.__name__}"), profile("ci"),
+                          seed=1)
+    assert record.failure is None and record.adapter_error is None
+
+
+@pytest.mark.slow
+def test_the_machine_lockstep_cannot_see_the_unchecked_stock() -> None:
+    """Each call alone with ample stock of its own products: nothing to oversell."""
+    from settled.conformance._approval_adapter import ApprovalAdapter
+    from settled.conformance._lockstep import run_lockstep
+    from settled.conformance._suites import approval_suite
+    from settled.conformance.mutants.approval_system import _Runtime
+
+    cls = type("Single", (ApprovalAdapter,), {"runtime_class": _Runtime})
+    record = run_lockstep(approval_suite(cls).lockstep("single-W6"), profile("ci"), seed=1)
+    assert record.failure is None and record.adapter_error is None
+
+
+# --------------------------------------------------------------------------- settled verify
+def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from settled import _cmd_verify, _verify
+    from settled.conformance import _suites
+
+    passed = _verify.check_system_lockstep("query", "dev", 0)
+    assert passed["checked"] and passed["ok"], passed
+    assert passed["trace_check"]["events"] > 0 and passed["suite"] == "query_system"
+    assert "runs" in _cmd_verify._system_lockstep_cell(passed)
+    missing = _verify.check_system_lockstep("ledger", "dev", 0)  # no adapter for its system
+    assert missing == {"checked": False, "ok": False,
+                       "why": "no adapter drives the ledger system's shared state yet"}
+    assert "NOT CHECKED" in _cmd_verify._system_lockstep_cell(missing)
+    # A system campaign that diverges fails verify's line for the machine.
+    mutated = _suites.SystemSuite("query_system", query_system(2, 2),
+                                  lambda: _adapter(OlderPendingMessageIgnored)(2, 2),
+                                  query_system(2, 2).machine.refusable)
+    monkeypatch.setitem(_verify.SYSTEM_SUITES, "query_system", lambda: mutated)
+    monkeypatch.setenv("SETTLED_COUNTEREXAMPLES", str(tmp_path))  # not into the checkout
+    failed = _verify.check_system_lockstep("query", "dev", 0)
+    assert failed["checked"] and not failed["ok"] and "did not refuse" in failed["failure"]
+    report = _verify.MachineReport("query", system_lockstep=failed)
+    assert not report.ok and report.to_json()["system_lockstep"] is failed
+
+
+# --------------------------------------------------------------------------- the approval system
+@pytest.mark.rule("W6")
+def test_two_orders_on_the_last_unit_the_second_is_refused_by_the_business_store() -> None:
+    from settled.conformance._approval_system_adapter import (
+        ApprovalSystemAdapter,
+        approval_system,
+    )
+    from settled.conformance.mutants.approval_system import MUTANTS as APPROVAL_MUTANTS
+
+    system = approval_system(2, 1)
+
+    def order(i: int) -> list[SystemAction]:
+        return [q(i, "propose", retry_safe=False), q(i, "show"), q(i, "approve"),
+                q(i, "execute")]
+
+    steps = [*order(0), q(0, "commit"), *order(1), q(1, "business_rejected")]
+    run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
+    for a in steps:
+        run.apply(a)
+        run.check()  # stock observed through observe(None) after every step
+    assert run.observe_system() == {"stock": 0}
+    assert [run.observe(i)["state"] for i in range(2)] == ["committed", "failed"]
+    run.finish()
+    [w6] = APPROVAL_MUTANTS
+    message = replay_steps(system, lambda: w6.adapter_class(2, 1), system.machine.refusable, steps)
+    assert message is not None and "q1 differs" in message
