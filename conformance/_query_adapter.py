@@ -301,9 +301,8 @@ class QueryAdapter(Adapter):
             view["task_version"] = self.store.task(item.task.task_id).condition_version
             out: dict[str, Any] = {"state": str(config.state), **view}
         else:
-            out = dict(self.store.observe(item.query_id))
+            out = self.store.observe_with_task(item.query_id)  # one read: query and task
             out["platform"] = self._platform_state(item)
-            out["clarifying"] = self.store.task(item.task.task_id).awaiting_clarification
         out["held"] = tuple(w.held.get(item.query_id or "", 0) for w in self.workers)
         return {k: v for k, v in out.items() if k not in ("not_found_seen", "ids_submitted")}
 

@@ -81,6 +81,11 @@ def query_vars(conn: sqlite3.Connection, query_id: str) -> dict[str, Any]:
     ).fetchone()
     if row is None:
         raise LookupError(f"query {query_id!r} has no row to read variables from")
+    return vars_of_row(row)
+
+
+def vars_of_row(row: Any) -> dict[str, Any]:
+    """The model variables from a row holding the queries columns and ``task_version``."""
     base = row["condition_version"] - 1
     values = {name: row[name] for name in VAR_NAMES}
     values["task_version"] = row["task_version"] - base

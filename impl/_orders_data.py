@@ -25,6 +25,7 @@ change the data.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import re
 import sqlite3
@@ -258,8 +259,13 @@ def _skip_blank(sql: str, i: int) -> int:
     return i + 1 if sql[i].isspace() else i
 
 
-def _statement_spans(sql: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each non-empty statement, blanks and semicolons excluded."""
+@functools.lru_cache(maxsize=64)
+def _statement_spans(sql: str) -> tuple[tuple[int, int], ...]:
+    """``(start, end)`` of each non-empty statement, blanks and semicolons excluded.
+
+    A pure function of the text, scanned character by character in Python: the
+    last few texts are remembered, as a worker checks the same SQL over and over.
+    """
     spans: list[tuple[int, int]] = []
     start: int | None = None
     end = i = 0
@@ -277,7 +283,7 @@ def _statement_spans(sql: str) -> list[tuple[int, int]]:
             end = i
     if start is not None:
         spans.append((start, end))
-    return spans
+    return tuple(spans)
 
 
 def _after_quote(sql: str, i: int, closer: str) -> int:

@@ -45,7 +45,7 @@ from ._errors import (
     NotFound,
     StaleVersion,
 )
-from ._events import EventRow, apply_step, events, query_vars
+from ._events import EventRow, apply_step, events, query_vars, vars_of_row
 from ._orders_data import shape_problem
 from ._pg import is_url
 from ._platform import SyntheticPlatform
@@ -611,6 +611,23 @@ class QueryStore:
         """
         state = QueryState(query_row(self._conn, require_id("query_id", query_id))["execution_state"])
         return {"state": state.value, **query_vars(self._conn, query_id)}
+
+    def observe_with_task(self, query_id: str) -> dict[str, Any]:
+        """:meth:`observe`, plus the task's ``awaiting_clarification``, in one read.
+
+        One statement, so one snapshot: what an observer polling after every
+        step needs, at the cost of one read instead of three.
+        """
+        row = self._conn.execute(
+            "SELECT q.execution_state, q.submissions, q.cancel_state, q.lease_epoch, "
+            "q.submit_epoch, q.authorized_version, q.phase_moved, q.condition_version, "
+            "t.condition_version AS task_version, t.awaiting_clarification "
+            "FROM queries AS q JOIN tasks AS t ON t.task_id = q.task_id WHERE q.query_id = ?",
+            (require_id("query_id", query_id),)).fetchone()
+        if row is None:
+            raise NotFound(f"no query {query_id!r}; pass an id request_query returned")
+        return {"state": QueryState(row["execution_state"]).value, **vars_of_row(row),
+                "clarifying": bool(row["awaiting_clarification"])}
 
     # ---------------------------------------------------------------- confirmation (Q4–Q10, Q25)
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
