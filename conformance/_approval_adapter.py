@@ -93,6 +93,9 @@ TOOL_FOR: Final = {(False, 0): "create_order", (False, 1): "adjust_stock",
                    (True, 0): "cancel_order", (True, 1): "set_listing"}
 PARKS: Final = frozenset({"R1", HANDLER_ENTERED, "R5", "R6"})
 WAIT: Final = 60.0  # seconds a parked call may take to reach its next seam
+# Checkpointed states from which recovery may look the call's token up, and so needs its
+# record (W8): written out here, not imported, so a runtime that forgets one is caught.
+LOOKUP_CHECKPOINTS: Final = frozenset({"executing", "recovering", "unknown"})
 
 
 class LostAnswer(ConnectionError):
@@ -229,7 +232,17 @@ class _Item:
     tools: dict[str, ToolSpec] = field(default_factory=lambda: dict(TOOL_SPECS))
     proposed_at: float = T0
     stock_moved: int = 0  # by other writers, on the instance's own product (see _commits)
-    order_id: str = ""
+    order_id: str = ""  # the setup order, made from the instance's draft (W7)
+    resubmits: int = 0
+    draft_answers: list[str] = field(default_factory=list)  # order ids a resubmission returned
+
+    @property
+    def draft_id(self) -> str:
+        return f"draft-{self.n}"
+
+    def draft_args(self) -> Any:
+        return {"customer": f"setup-{self.n}", "draft_id": self.draft_id,
+                "items": [{"sku": self.listed, "quantity": SETUP_QUANTITY}]}
 
     @property
     def session(self) -> str:
@@ -291,9 +304,7 @@ class ApprovalAdapter(Adapter):
 
     def _item(self, n: int) -> _Item:
         item = _Item(n)
-        item.order_id = self.world.create_order(f"setup-{n}", {
-            "customer": f"setup-{n}", "items": [{"sku": item.listed, "quantity": SETUP_QUANTITY}],
-        })["order_id"]
+        item.order_id = self.world.create_order(f"setup-{n}", item.draft_args())["order_id"]
 
         def open_runtime(hook: Callable[[str], None], lookup_fn: Any) -> ApprovalRuntime:
             return self.runtime_class(self.checkpoint_path, self.business_path, clock=item.clock,
@@ -430,6 +441,21 @@ class ApprovalAdapter(Adapter):
                                  "args_fingerprint = ?",
                                  (row["client_token"], fingerprint(row["tool"], other)))
 
+    def draft_resubmitted(self, item: _Item) -> None:
+        """The instance's setup draft, submitted again under a new token (W7)."""
+        item.resubmits += 1
+        token = f"draft-{item.n}-again-{item.resubmits}"
+        item.draft_answers.append(self.world.create_order(token, item.draft_args())["order_id"])
+
+    def retention_purge(self, item: _Item) -> None:
+        """Every idempotency record's lifetime has run out; the runtime keeps what it needs."""
+        runtime = self.runtime_class(self.checkpoint_path, self.business_path, clock=item.clock,
+                                     approval_ttl=TTL, tools=item.tools)
+        try:
+            runtime.purge_idempotency_records(0)
+        finally:
+            runtime.close()
+
     # ------------------------------------------------------------------ observe
     def observe(self, instance: int) -> Mapping[str, Value]:
         item = self.items[instance]
@@ -437,7 +463,7 @@ class ApprovalAdapter(Adapter):
                                  (item.session,)).fetchone()
         if row is None:  # nothing durable yet: the model's initial configuration
             c = self.protocol.initial_config()
-            return {"state": c.state, **self.protocol.view(c)}
+            return {"state": c.state, **self.protocol.view(c), "draft_order": self._draft(item)}
         commits = self._commits(item, row["tool"])
         state = row["state"]
         if state == "executing" and commits:  # the checkpoint cannot see the commit
@@ -448,7 +474,25 @@ class ApprovalAdapter(Adapter):
                 "cancel_requested": bool(row["cancel_requested"]),
                 "contract_compatible":
                     item.tools[row["tool"]].schema_fingerprint == row["schema_fingerprint"],
-                "result": self._result(row), "commits": commits}
+                "result": self._result(row), "commits": commits,
+                "draft_order": self._draft(item),
+                "token_record": self._token_record(row, commits)}
+
+    def _draft(self, item: _Item) -> str:
+        """Original: every resubmission answered with the setup order, and it is the only one."""
+        orders = self.world.connection.execute("SELECT COUNT(*) FROM orders WHERE draft_id = ?",
+                                               (item.draft_id,)).fetchone()[0]
+        same = all(answer == item.order_id for answer in item.draft_answers)
+        return "original" if same and orders == 1 else "duplicate"
+
+    def _token_record(self, row: sqlite3.Row, commits: int) -> str:
+        """Lost: committed, recovery may still look the token up, and its record is gone (W8)."""
+        if not commits or row["state"] not in LOOKUP_CHECKPOINTS:
+            return "kept"
+        found = self.world.connection.execute(
+            "SELECT 1 FROM mutation_requests WHERE client_token = ?",
+            (row["client_token"],)).fetchone()
+        return "kept" if found else "lost"
 
     def _commits(self, item: _Item, tool: str) -> int:
         """Applications of the call's change, read off the business rows it changes."""
@@ -569,6 +613,8 @@ _STEPS: Final[dict[str, Step]] = {
     "lookup_failed": lambda adapter, item, p: adapter.answer_lookup(item, adapter.unreachable),
     "resume_lookup": _caller("resume_lookup"),
     "reconcile": _caller("reconcile", "checked the business store by hand"),
+    "draft_resubmitted": _do("draft_resubmitted"),
+    "retention_purge": _do("retention_purge"),
 }
 if set(_STEPS) != set(APPROVAL.triggers()):  # checked when the table is made, not mid-run
     raise RuntimeError("the approval adapter maps triggers "

@@ -535,6 +535,13 @@ class SyntheticPlatform:
                                      (query_id,)).fetchone()
         return None if row is None else PlatformStatus(row["status"])
 
+    def stored_sql(self, query_id: str) -> str | None:
+        """The SQL the ledger stored under ``query_id`` (None: nothing stored), for observers."""
+        _require_query_id(query_id)
+        row = self._ledger().execute("SELECT sql FROM submissions WHERE query_id = ?",
+                                     (query_id,)).fetchone()
+        return None if row is None else str(row["sql"])
+
     def pending_faults(self) -> dict[Fault, int]:
         rows = self._ledger().execute("SELECT fault, remaining FROM faults WHERE remaining > 0")
         return {Fault(row["fault"]): row["remaining"] for row in rows}

@@ -55,6 +55,7 @@ from ._core import (
     StepProperty,
     Transition,
     Variable,
+    Vars,
 )
 
 
@@ -122,8 +123,21 @@ PLATFORM_CALLS = frozenset({"submit_answered", "submit_response_lost", "submit_u
 # a lost answer from an undelivered request, so its log cannot either.
 UNANSWERED = "submit_unanswered"
 
-# Parameters the environment chooses.
-QUOTES = ("whole", "part", "notification")
+# Finite abstractions of content an adapter compares, not only states (each is a
+# verdict of the comparison, so a value outside the protocol is representable).
+PAYLOAD_NONE, PAYLOAD_CONFIRMED, PAYLOAD_ALTERED = "none", "confirmed", "altered"
+RESULT_NONE, RESULT_PLATFORM, RESULT_OTHER = "none", "platform", "other"
+NOTICE_NONE, NOTICE_SOURCE, NOTICE_OTHER = "none", "source", "other"
+REPLY_NONE, REPLY_WITHHELD, REPLY_SHOWN = "none", "withheld", "shown"
+CLOCK_SOURCE, CLOCK_OTHER = "source", "other"
+RERUN_NEW, RERUN_SAME = "new_id", "same_id"
+
+# Parameters the environment chooses. A quote is the whole message byte for byte, the
+# whole message with other surrounding whitespace (accepted: Q5 ignores leading and
+# trailing whitespace), the whole message in another letter case (refused: only
+# whitespace is ignored), a part of it, or a result notification's text.
+QUOTES = ("whole", "padded", "recased", "part", "notification")
+WHOLE_QUOTES = ("whole", "padded")
 VERSION_CHOICES = ("current", "stale")
 MESSAGE_CHOICES = ("attributed", "pending")
 
@@ -152,8 +166,9 @@ UNDER_LIMIT = Guard("under_limit", f"submissions < {MAX_SUBMISSIONS}",
                     lambda v, p: v["submissions"] < MAX_SUBMISSIONS, reads=("submissions",))
 AT_LIMIT = Guard("at_limit", f"submissions >= {MAX_SUBMISSIONS}",
                  lambda v, p: v["submissions"] >= MAX_SUBMISSIONS, reads=("submissions",))
-QUOTE_WHOLE = Guard("quote_whole", "instruction_quote is the user's whole message",
-                    lambda v, p: p["quote"] == "whole", reads=("quote",))
+QUOTE_WHOLE = Guard("quote_whole",
+                    "instruction_quote is the user's whole message (surrounding whitespace aside)",
+                    lambda v, p: p["quote"] in WHOLE_QUOTES, reads=("quote",))
 DRAFT_CURRENT = Guard("draft_current", "draft_version is current",
                       lambda v, p: p["draft_version"] == "current", reads=("draft_version",))
 CONDITION_CURRENT = Guard("condition_current", "condition_version is current",
@@ -185,13 +200,23 @@ def _set_held(v, p, epoch: int) -> tuple[int, ...]:  # type: ignore[no-untyped-d
 
 
 def _settle(**extra: str) -> Effect:
-    """Recording a terminal outcome moves the task's phase only at its own version (Q24)."""
+    """Recording a terminal outcome moves the task's phase only at its own version (Q24).
+
+    The worker that records it then queues the result notification, with the request
+    clock of the message the query's budget came from (M2)."""
+    extra = {"notice": NOTICE_SOURCE, **extra}
     text = "phase_moved := task_version == authorized_version and not clarifying"
-    if extra:
-        text += "; " + "; ".join(f"{k} := {x}" for k, x in extra.items())
+    text += "; " + "; ".join(f"{k} := {x}" for k, x in extra.items())
     return _effect(text, lambda v, p: {
         "phase_moved": v["task_version"] == v["authorized_version"] and not v["clarifying"],
         **extra})
+
+
+def _store_on_platform(v: Vars, p: Params) -> dict[str, str]:
+    """A submission that reaches the platform is stored once, with the confirmed SQL (Q1, Q18)."""
+    if v["platform"] != P_NONE:
+        return {}
+    return {"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED}
 
 
 # --------------------------------------------------------------------------
@@ -209,7 +234,8 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                           lambda v, p: v["task_version"] < max_task_version,
                           reads=("task_version",), bound=True)
     confirm_params = (
-        Param("quote", QUOTES, "what instruction_quote is: the whole message, a part, a notification"),
+        Param("quote", QUOTES, "what instruction_quote is: the whole message (as sent, padded "
+              "with whitespace, in another letter case), a part, a notification"),
         Param("draft_version", VERSION_CHOICES, "the draft_version the caller sends"),
         Param("condition_version", VERSION_CHOICES, "the condition_version the caller sends"),
         Param("message", MESSAGE_CHOICES, "whether a newer message's attribution is undecided"),
@@ -222,9 +248,8 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
     submit = _effect("submissions += 1; submit_epoch := lease_epoch; ids_submitted := 1",
                      lambda v, p: {"submissions": v["submissions"] + 1,
                                    "submit_epoch": v["lease_epoch"], "ids_submitted": 1})
-    stored = _effect("platform := running if not_received (dedupe by query_id)",
-                     lambda v, p: {"platform": P_RUNNING if v["platform"] == P_NONE
-                                   else v["platform"]})
+    stored = _effect("platform := running, payload := confirmed if not_received "
+                     "(dedupe by query_id)", _store_on_platform)
     by_worker = (worker,)
 
     def lookup(trigger: str, dest: str | None, guard: Guard | None, meaning: str, rules: tuple[str, ...],
@@ -320,17 +345,19 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Transition("crash_after_platform_stored", (SUBMITTING,), None,
                    "the platform stored it and the worker died before recording the answer",
                    ("Q12", "Q13"), guards=(FRESH_LEASE, OWN_CALL, epochs_left),
-                   effect=_effect("platform := running if not_received; held[worker] := 0",
-                                  lambda v, p: {"platform": P_RUNNING if v["platform"] == P_NONE
-                                                else v["platform"],
+                   effect=_effect("platform := running, payload := confirmed if not_received; "
+                                  "held[worker] := 0",
+                                  lambda v, p: {**_store_on_platform(v, p),
                                                 "held": _set_held(v, p, 0)}),
                    actor="worker", params=by_worker, observed_as=None),
         # ---- lookups: evidence resolves unknown (Q13, Q15) --------------------
         *lookup("lookup_running", RUNNING, _platform_is(P_RUNNING),
                 "the platform has it running: keep tracking", ("Q15",)),
         *lookup("lookup_succeeded", SUCCEEDED, _platform_is(P_SUCCEEDED),
-                "the platform succeeded; success stands over a cancel request",
-                ("Q15", "Q21", "Q24"), _settle(), also=(RUNNING,)),
+                "the platform succeeded; success stands over a cancel request; the platform's "
+                "result is stored and withheld from the confirming message's status reply",
+                ("Q15", "Q21", "Q24", "Q26"),
+                _settle(result=RESULT_PLATFORM, status_reply=REPLY_WITHHELD), also=(RUNNING,)),
         *lookup("lookup_failed", FAILED, _platform_is(P_FAILED),
                 "the platform's evidence: it failed", ("Q15", "Q17", "Q24"), _settle(),
                 also=(RUNNING,)),
@@ -379,6 +406,14 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    guards=(_platform_is(P_RUNNING),),
                    effect=_effect("platform := failed", lambda v, p: {"platform": P_FAILED}),
                    actor="platform", observed_as=None),
+        # ---- outside this query's record (Q2, M1) -------------------------------
+        Transition("rerun", (AWAITING, *LIVE), None,
+                   "the user runs the same SQL again on purpose: a new query record with a new "
+                   "id; this query is untouched", ("Q2",), actor="user", observed_as=None),
+        Transition("message_redelivered", (DRAFTED, AWAITING, *LIVE), None,
+                   "the confirming message is delivered again on recovery, on a later day: "
+                   "it keeps its original request clock", ("M1",), actor="environment",
+                   observed_as=None),
         # ---- crashes ---------------------------------------------------------
         Transition("crash", LIVE, None,
                    "the worker process dies; its leases are gone, the rows stay", ("Q11", "Q13"),
@@ -406,6 +441,26 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                  "the task waits for the user's clarification (Q24)", logged=False),
         Variable("phase_moved", (False, True), False,
                  "the recorded outcome moved the task's phase (Q24)"),
+        # Content compared by an adapter (logged=False: the agent's event log cannot see the
+        # platform's ledger, the notifications or the messages table).
+        Variable("payload", (PAYLOAD_NONE, PAYLOAD_CONFIRMED, PAYLOAD_ALTERED), PAYLOAD_NONE,
+                 "the SQL the platform stored for this query_id vs the SQL the user confirmed "
+                 "(Q1, Q18)", logged=False),
+        Variable("result", (RESULT_NONE, RESULT_PLATFORM, RESULT_OTHER), RESULT_NONE,
+                 "the stored result vs the platform's result for this query_id (Q15, Q25)",
+                 logged=False),
+        Variable("notice", (NOTICE_NONE, NOTICE_SOURCE, NOTICE_OTHER), NOTICE_NONE,
+                 "the result notification's request clock vs the budget message's (M2)",
+                 logged=False),
+        Variable("status_reply", (REPLY_NONE, REPLY_WITHHELD, REPLY_SHOWN), REPLY_NONE,
+                 "what the status tool answers the confirming message about the result (Q26)",
+                 logged=False),
+        Variable("message_clock", (CLOCK_SOURCE, CLOCK_OTHER), CLOCK_SOURCE,
+                 "the confirming message's stored request clock vs the one it arrived with (M1)",
+                 logged=False),
+        Variable("reruns", (RERUN_NEW, RERUN_SAME), RERUN_NEW,
+                 "every deliberate rerun of this query's SQL got a new query id (Q2)",
+                 logged=False),
         Variable("not_found_seen", tuple(range(MAX_SUBMISSIONS + 1)), 0,
                  "lookups that answered an explicit not found (Q15, Q16)", ghost=True),
         Variable("ids_submitted", (0, 1, 2), 0,
@@ -448,6 +503,22 @@ INVARIANTS = (
               ("Q21",), lambda s, v: v["platform"] != P_SUCCEEDED or s not in (CANCELLED, FAILED)),
     Invariant("not_found_is_true", "not_found only while the platform really has no submission",
               ("Q15",), lambda s, v: s != NOT_FOUND or v["platform"] == P_NONE),
+    Invariant("platform_runs_confirmed_sql",
+              "the platform stores this query_id only with the SQL the user confirmed",
+              ("Q1", "Q18"), lambda s, v: v["payload"] != PAYLOAD_ALTERED),
+    Invariant("result_is_platforms", "a stored result is the platform's result, and only a "
+              "success stores one", ("Q15", "Q25"),
+              lambda s, v: v["result"] == (RESULT_PLATFORM if s == SUCCEEDED else RESULT_NONE)),
+    Invariant("notice_keeps_budget_clock",
+              "a result notification carries the request clock of the budget message", ("M2",),
+              lambda s, v: v["notice"] != NOTICE_OTHER),
+    Invariant("status_withholds_result",
+              "the status tool never gives the confirming message the result", ("Q26",),
+              lambda s, v: v["status_reply"] != REPLY_SHOWN),
+    Invariant("message_keeps_clock", "a redelivered message keeps its original request clock",
+              ("M1",), lambda s, v: v["message_clock"] == CLOCK_SOURCE),
+    Invariant("rerun_is_new_query", "re-running the same SQL on purpose never reuses a query id",
+              ("Q2",), lambda s, v: v["reruns"] == RERUN_NEW),
     Invariant("unsubmitted_until_submitting",
               "the platform has nothing before the first submitting commit", ("Q12",),
               lambda s, v: v["submissions"] > 0 or v["platform"] == P_NONE),
@@ -498,7 +569,7 @@ STEP_PROPERTIES = (
                  "queueing needs the whole message, current versions and no pending message",
                  ("Q5", "Q9", "Q25"),
                  lambda b, t, p, a: not (a.state == QUEUED and b.state != QUEUED) or (
-                     p.get("quote") == "whole" and p.get("draft_version") == "current"
+                     p.get("quote") in WHOLE_QUOTES and p.get("draft_version") == "current"
                      and p.get("condition_version") == "current"
                      and p.get("message") == "attributed")),
     StepProperty("reconfirmation_changes_nothing", "confirming a confirmed query changes nothing",
