@@ -51,12 +51,22 @@ RECOVERY_CLOCK = (datetime(2026, 3, 1, 8, 0, tzinfo=UTC), "Europe/Berlin")
 QUOTE_TEXT = {"whole": MESSAGE_TEXT, "padded": f"  {MESSAGE_TEXT}\n",
               "recased": MESSAGE_TEXT.upper(), "part": PART_OF_MESSAGE}
 
-# Faults armed on the platform before the worker's call, by model trigger.
-FAULT_BEFORE = {
-    "submit_response_lost": Fault.LOST_RESPONSE,
-    "submit_undelivered": Fault.UNDELIVERED,
-    "submit_rejected": Fault.REJECT,
-    "lookup_timeout": Fault.LOOKUP_TIMEOUT,
+# Faults armed on the platform before the worker's call, by model trigger and the model's
+# fault parameter (None: the trigger has none): every failure class the protocol survives.
+FAULT_BEFORE: dict[tuple[str, str | None], Fault] = {
+    ("submit_response_lost", "timeout"): Fault.LOST_RESPONSE,
+    ("submit_response_lost", "reset"): Fault.RESET_AFTER,
+    ("submit_response_lost", "malformed"): Fault.MALFORMED,
+    ("submit_undelivered", "timeout"): Fault.UNDELIVERED,
+    ("submit_undelivered", "reset"): Fault.RESET_BEFORE,
+    ("submit_undelivered", "error"): Fault.ERROR,
+    ("submit_undelivered", "busy"): Fault.BUSY,
+    ("submit_rejected", None): Fault.REJECT,
+    ("lookup_timeout", "timeout"): Fault.LOOKUP_TIMEOUT,
+    ("lookup_timeout", "reset"): Fault.RESET_AFTER,
+    ("lookup_timeout", "malformed"): Fault.MALFORMED,
+    ("lookup_timeout", "error"): Fault.ERROR,
+    ("lookup_timeout", "busy"): Fault.BUSY,
 }
 # Method names, looked up on the worker object so a subclass's override is the one called.
 WORKER_CALLS: dict[str, str] = {
@@ -173,11 +183,11 @@ class QueryAdapter(Adapter):
         elif trigger == "crash_after_platform_stored":
             self._crash_inside_submit(int(params["worker"]), qid)
         else:
-            self._worker_step(int(params["worker"]), trigger, qid)
+            self._worker_step(int(params["worker"]), trigger, qid, params.get("fault"))
             item.rejected = item.rejected or trigger == "submit_rejected"
 
-    def _worker_step(self, w: int, trigger: str, qid: str) -> None:
-        fault = FAULT_BEFORE.get(trigger)
+    def _worker_step(self, w: int, trigger: str, qid: str, kind: Value = None) -> None:
+        fault = FAULT_BEFORE.get((trigger, None if kind is None else str(kind)))
         if fault is not None:
             self.platform.inject(fault)
         try:

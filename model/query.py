@@ -139,6 +139,12 @@ RERUN_NEW, RERUN_SAME = "new_id", "same_id"
 QUOTES = ("whole", "padded", "recased", "part", "notification")
 WHOLE_QUOTES = ("whole", "padded")
 VERSION_CHOICES = ("current", "stale")
+# Every failure of a platform call that proves nothing (Q14, Q15). A submit fails before the
+# platform stored anything (a busy database or an error answer can only be that) or after
+# (a malformed answer can only be that); timeouts and resets can be either.
+LOST_FAULTS = ("timeout", "reset", "malformed")
+UNDELIVERED_FAULTS = ("timeout", "reset", "error", "busy")
+LOOKUP_FAULTS = ("timeout", "reset", "malformed", "error", "busy")
 MESSAGE_CHOICES = ("attributed", "pending")
 
 
@@ -254,17 +260,17 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
 
     def lookup(trigger: str, dest: str | None, guard: Guard | None, meaning: str, rules: tuple[str, ...],
                effect: Effect | None = None, also: tuple[str, ...] = (),
-               recovering: bool = True) -> list[Transition]:
+               recovering: bool = True, params: tuple[Param, ...] = by_worker) -> list[Transition]:
         """A lookup answer, from unknown (and ``also``) and from a recovered submitting."""
         eff = effect or _effect("nothing changes", lambda v, p: {})
         evidence = (guard,) if guard else ()
         found = [
             Transition(trigger, (UNKNOWN, *also), dest, meaning, rules,
                        guards=(FRESH_LEASE, *evidence), effect=eff, actor="worker",
-                       params=by_worker),
+                       params=params),
             Transition(trigger, (SUBMITTING,), dest, meaning + " (recovering submitting)",
                        (*rules, "Q13"), guards=(FRESH_LEASE, RECOVERING, *evidence), effect=eff,
-                       actor="worker", params=by_worker),
+                       actor="worker", params=params),
         ]
         # A cancelled answer needs a cancel call, which submitting never makes.
         return found if recovering else found[:1]
@@ -333,10 +339,14 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Transition("submit_response_lost", (SUBMITTING,), UNKNOWN,
                    "the platform stored it but the answer was lost", ("Q14", "Q18"),
                    guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE, P_RUNNING)),
-                   effect=stored, actor="worker", params=by_worker, observed_as=UNANSWERED),
+                   effect=stored, actor="worker",
+                   params=(worker, Param("fault", LOST_FAULTS, "how the answer was lost")),
+                   observed_as=UNANSWERED),
         Transition("submit_undelivered", (SUBMITTING,), UNKNOWN,
-                   "the request never arrived; the worker cannot tell it from a lost answer",
-                   ("Q14",), guards=(FRESH_LEASE, OWN_CALL), actor="worker", params=by_worker,
+                   "the request was never processed; the worker cannot tell it from a lost answer",
+                   ("Q14",), guards=(FRESH_LEASE, OWN_CALL), actor="worker",
+                   params=(worker, Param("fault", UNDELIVERED_FAULTS,
+                                         "how the request failed")),
                    observed_as=UNANSWERED),
         Transition("submit_rejected", (SUBMITTING,), FAILED,
                    "explicit rejection (unsupported syntax, no permission)", ("Q17",),
@@ -370,8 +380,10 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                         lambda v, p: {"not_found_seen": min(v["not_found_seen"] + 1,
                                                             MAX_SUBMISSIONS)})),
         *lookup("lookup_timeout", None, None,
-                "the lookup timed out: nothing learnt, still unknown", ("Q15",),
-                also=(RUNNING,)),
+                "the lookup got no answer (timed out, reset, malformed or error answer, busy "
+                "platform): nothing learnt, still unknown", ("Q15",),
+                also=(RUNNING,), params=(worker, Param("fault", LOOKUP_FAULTS,
+                                                       "how the lookup failed"))),
         # ---- after an explicit not found (Q16, Q21) --------------------------
         Transition("resubmit", (NOT_FOUND,), SUBMITTING,
                    "resubmit under the same query_id", ("Q1", "Q16"),

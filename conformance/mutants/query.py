@@ -73,13 +73,13 @@ class LostResponseIsFailed(Worker):
     """
 
     def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
-              updates: Mapping[str, Any] | None = None) -> S:
+              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
         # Hooked where the outcome is recorded: the same effect as the buggy
         # except branch in call_submit, without copying the whole call.
         if trigger == "submit_unanswered":
             return self._settle(conn, row, "submit_rejected", S.FAILED,
                                 error="the platform did not answer the submission")
-        return super()._step(conn, row, trigger, to_state, updates)
+        return super()._step(conn, row, trigger, to_state, updates, fault)
 
 
 class RetryUnderNewId(Worker):
@@ -100,15 +100,16 @@ class RetryUnderNewId(Worker):
         attempt = row["submissions"] - 1
         platform_id = query_id if attempt == 0 else f"{query_id}-retry{attempt}"  # the bug
         answer: SubmitAnswer | None
+        fault = None
         try:
             answer = self.platform.submit(platform_id, row["sql"])
-        except PlatformUnavailable:
-            answer = None
+        except PlatformUnavailable as exc:
+            answer, fault = None, exc.kind
         self._crash.hit("after_platform_stored")
         with self._fenced(query_id) as (conn, row):
             self._require(row, "call_submit", S.SUBMITTING)
             if answer is None:
-                state = self._step(conn, row, "submit_unanswered", S.UNKNOWN)
+                state = self._step(conn, row, "submit_unanswered", S.UNKNOWN, fault=fault)
             elif answer.accepted:
                 state = self._step(conn, row, "submit_answered", S.RUNNING)
             else:
@@ -126,11 +127,11 @@ class LookupTimeoutIsNotFound(Worker):
     """
 
     def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
-              updates: Mapping[str, Any] | None = None) -> S:
+              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
         # Hooked where the outcome is recorded, as above: lookup() itself is unchanged.
         if trigger == "lookup_timeout":
             return super()._step(conn, row, "lookup_not_found", S.NOT_FOUND, updates)
-        return super()._step(conn, row, trigger, to_state, updates)
+        return super()._step(conn, row, trigger, to_state, updates, fault)
 
 
 class FourthSubmission(Worker):
