@@ -279,6 +279,7 @@ class ApprovalAdapter(Adapter):
     """Drives the bundled approval runtime; a mutant swaps ``runtime_class`` or the lookup."""
 
     runtime_class: ClassVar[type[ApprovalRuntime]] = ApprovalRuntime
+    business_class: ClassVar[type[BusinessStore]] = BusinessStore  # the adapter's own store
     lookup_function: ClassVar[Callable[..., LookupAnswer]] = staticmethod(lookup)
 
     def __init__(self, instances: int = 3, directory: Path | None = None) -> None:
@@ -292,7 +293,7 @@ class ApprovalAdapter(Adapter):
         self.checkpoint_path = self.dir / "checkpoint.db"
         self.business_path = self.dir / "business.db"
         self.unreachable = self.dir / "gone" / "business.db"  # lookup_failed reads here
-        self.world = BusinessStore.create(self.business_path, [
+        self.world = self.business_class.create(self.business_path, [
             Product(f"{kind}{n}", f"{kind}{n}", STOCK, listed=kind != "U")
             for n in range(instances) for kind in "LMU"])
         CheckpointStore.open(self.checkpoint_path, _Clock()).close()  # the schema, for _read
