@@ -168,6 +168,9 @@ class QueryAdapter(Adapter):
             self._confirm(item, qid, params)
         elif trigger == "cancel":
             self.store.cancel(qid)
+        elif trigger == "run_stopped":
+            self.store.end_run(item.run)  # a stopped run (a closed stream) is not a cancel
+            item.run = self.store.start_run(item.session)
         elif trigger == "rerun":
             sql = self.store.query(qid).sql
             item.reruns.append(self.store.request_query(item.task.task_id, sql).query_id)

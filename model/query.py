@@ -422,6 +422,10 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Transition("rerun", (AWAITING, *LIVE), None,
                    "the user runs the same SQL again on purpose: a new query record with a new "
                    "id; this query is untouched", ("Q2",), actor="user", observed_as=None),
+        Transition("run_stopped", LIVE, None,
+                   "the agent's run is stopped (its stream closed) and a new run starts: not a "
+                   "cancel, the authorized query runs on", ("Q22",), actor="user",
+                   observed_as=None),
         Transition("message_redelivered", (DRAFTED, AWAITING, *LIVE), None,
                    "the confirming message is delivered again on recovery, on a later day: "
                    "it keeps its original request clock", ("M1",), actor="environment",

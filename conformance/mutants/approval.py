@@ -11,6 +11,7 @@ adapter that drives it. None of them is reachable from ``impl/``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
@@ -296,6 +297,42 @@ class R2ExpiredApprovalApproves(ApprovalRuntime):
             return self._update(call, "approve", frozenset({State.PENDING}), State.APPROVED)
 
 
+# -- W1: the record without the tool's name --------------------------------------------------
+class W1RecordWithoutToolName(BusinessStore):
+    """Records every write under the generic tool name ``write``.
+
+    "The token is the key, the tool column is informational": but a lookup asks for the
+    token AND the tool, so a committed call is reported as a conflict, never found.
+    """
+
+    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
+        self._hook("handler_entered")
+        token = check_token(client_token)
+        normalized = normalize(tool, args)
+        wanted = fingerprint(tool, normalized)
+        with write(self._conn) as conn:
+            row = conn.execute("SELECT args_fingerprint, result FROM mutation_requests WHERE "
+                               "client_token = ?", (token,)).fetchone()
+            if row is not None and row["args_fingerprint"] == wanted:
+                return json.loads(row["result"])
+            now = self._now()
+            result = _APPLIERS[tool](conn, normalized, now)
+            stored = _record(conn, token, ("write", normalized, wanted), result, now)  # the bug
+            self._hook("before_commit")
+        self._hook("after_commit")
+        return stored
+
+
+class _W1Runtime(ApprovalRuntime):
+    _business: BusinessStore
+
+    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
+                 **kwargs: Any) -> None:
+        super().__init__(checkpoint_path, business_path, **kwargs)
+        self._business.close()
+        self._business = W1RecordWithoutToolName.open(business_path, hook=self._business_hook)
+
+
 # -- R4: the change commits before the runtime's commit point ----------------------------------
 class R4ChangeCommittedEarly(BusinessStore):
     """Commits the change and its record, then reaches the point the runtime calls pre-commit.
@@ -407,6 +444,9 @@ MUTANTS: list[Mutant] = [
     Mutant("R2-expired-approval-reaches-handler", "R2", "approval",
            "an approval after the deadline is accepted and the handler runs",
            _adapter("R2Adapter", runtime_class=R2ExpiredApprovalApproves)),
+    Mutant("W1-record-without-tool-name", "W1", "approval",
+           "the token record names every write 'write', so a lookup by token and tool misses it",
+           _adapter("W1Adapter", runtime_class=_W1Runtime)),
     Mutant("R4-change-committed-before-the-commit-point", "R4", "approval",
            "the change commits before the point the runtime treats as pre-commit",
            _adapter("R4Adapter", runtime_class=_R4Runtime)),

@@ -642,6 +642,29 @@ class PendingCheckedAfterQueueing(PendingMessageIgnored):
         return query
 
 
+class StoppedRunCancels(QueryStore):
+    """Q22 broken: stopping the agent's run requests a cancel of the queries it authorized.
+
+    How it gets written: "the user stopped the run, so stop its work": the
+    end-of-run hook records a cancel request on every live query the run
+    confirmed, and the worker then cancels a query the user never cancelled.
+    """
+
+    def end_run(self, run_id: str) -> None:
+        super().end_run(run_id)
+        now = self._now()
+        with write(self._conn) as conn:
+            rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE "
+                                "confirmed_run_id = ? AND cancel_state = 'none'",
+                                (run_id,)).fetchall()
+            for row in rows:
+                state = S(row["execution_state"])
+                if state in LIVE and state is not S.QUEUED:  # the bug: a stop taken for a cancel
+                    apply_step(conn, row["query_id"], trigger="cancel", params={},
+                               from_state=state, to_state=state, at=now,
+                               updates={"cancel_state": "requested"})
+
+
 # --------------------------------------------------------------------------- the catalogue
 def _adapter(part: type[Worker] | type[QueryStore]) -> type[QueryAdapter]:
     """The reference adapter driving ``part`` in place of the real worker or store."""
@@ -686,4 +709,5 @@ MUTANTS: list[Mutant] = [
     _mutant("T3-revision-keeps-old-draft", RevisionKeepsOldDraft),
     _mutant("Q7-budget-not-attributed-at-confirmation", BudgetAttributedLater),
     _mutant("Q9-pending-message-checked-after-queueing", PendingCheckedAfterQueueing),
+    _mutant("Q22-stopped-run-requests-cancel", StoppedRunCancels),
 ]
