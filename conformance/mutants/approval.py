@@ -383,6 +383,27 @@ class A6NeverEntersHandlerTwice(ApprovalRuntime):
                             error="the handler was entered before; not entering it again")
 
 
+# -- R5: recovery re-runs a possibly committed call without a lookup ----------------------------
+class R5RecoveryRerunsWithoutLookup(ApprovalRuntime):
+    """After a restart in ``executing`` re-runs the handler with the original token at once.
+
+    "The token makes it idempotent, so just run it again": the handler is entered again
+    for a call that committed, and the stored first result comes back through a re-run
+    that recovery was meant to spare (and that used up the one re-run).
+    """
+
+    def _resume(self, call: Call) -> Call:
+        if call.state is not State.EXECUTING:
+            return super()._resume(call)
+        call = self._update(call, "restart_while_executing", frozenset({State.EXECUTING}),
+                            State.RECOVERING)
+        if not self._compatible(call) or call.rerun_used or call.cancel_requested:
+            return self._lookup_and_act(call)
+        call = self._update(call, "lookup_absent", _RECOVERING, State.EXECUTING,  # the bug
+                            rerun_used=True)
+        return self._attempts(call, retries_allowed=False)
+
+
 # -- R6: a restart after the result checkpoint runs the call again -------------------------------
 class R6RestartRefreshesResult(ApprovalRuntime):
     """After a restart, re-runs a checkpointed call under a fresh token to refresh its result.
@@ -453,6 +474,9 @@ MUTANTS: list[Mutant] = [
     Mutant("A6-handler-never-entered-twice", "A6", "approval",
            "after absent the call goes to a person instead of the one re-run",
            _adapter("A6Adapter", runtime_class=A6NeverEntersHandlerTwice)),
+    Mutant("R5-recovery-reruns-without-lookup", "R5", "approval",
+           "a restart in executing re-runs the handler at once instead of looking the token up",
+           _adapter("R5Adapter", runtime_class=R5RecoveryRerunsWithoutLookup)),
     Mutant("R6-restart-reruns-checkpointed-call", "R6", "approval",
            "a restart after the result checkpoint runs the call again under a fresh token",
            _adapter("R6Adapter", runtime_class=R6RestartRefreshesResult)),

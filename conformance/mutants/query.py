@@ -34,6 +34,7 @@ from settled.impl._store import (
     Query,
     QueryStatus,
     QueryStore,
+    Task,
     iso,
     _check_message,
     _check_versions,
@@ -665,6 +666,31 @@ class StoppedRunCancels(QueryStore):
                                updates={"cancel_state": "requested"})
 
 
+class VersionCountsEveryTask(QueryStore):
+    """T1 broken: the next condition version is counted over every task's versions.
+
+    How it gets written: ``SELECT COUNT(*) FROM task_conditions`` without
+    ``WHERE task_id = ?``: the first update of a task in a store with other
+    tasks jumps its version, so version+1 is no longer what the update saves
+    and every reader holding the current version is told it is stale.
+    """
+
+    def update_conditions(self, task_id: str, expected_version: int,
+                          patch: Mapping[str, Any]) -> Task:
+        task = self.task(task_id)
+        if expected_version != task.condition_version:
+            return super().update_conditions(task_id, expected_version, patch)
+        with write(self._conn) as conn:
+            version = conn.execute("SELECT COUNT(*) FROM task_conditions").fetchone()[0] + 1
+            merged = {**task.conditions, **{k: v for k, v in patch.items() if v is not None}}
+            conn.execute("UPDATE tasks SET conditions = ?, condition_version = ? WHERE "
+                         "task_id = ?", (json.dumps(merged), version, task_id))
+            conn.execute("INSERT INTO task_conditions (task_id, version, conditions, created_at) "
+                         "VALUES (?, ?, ?, ?)", (task_id, version, json.dumps(merged), self._now()))
+            self._log_condition_update(conn, task_id, self._now())
+        return self.task(task_id)
+
+
 # --------------------------------------------------------------------------- the catalogue
 def _adapter(part: type[Worker] | type[QueryStore]) -> type[QueryAdapter]:
     """The reference adapter driving ``part`` in place of the real worker or store."""
@@ -710,4 +736,5 @@ MUTANTS: list[Mutant] = [
     _mutant("Q7-budget-not-attributed-at-confirmation", BudgetAttributedLater),
     _mutant("Q9-pending-message-checked-after-queueing", PendingCheckedAfterQueueing),
     _mutant("Q22-stopped-run-requests-cancel", StoppedRunCancels),
+    _mutant("T1-version-counted-over-every-task", VersionCountsEveryTask),
 ]
