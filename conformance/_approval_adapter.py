@@ -48,6 +48,7 @@ import queue
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,10 @@ WAIT: Final = 60.0  # seconds a parked call may take to reach its next seam
 # Checkpointed states from which recovery may look the call's token up, and so needs its
 # record (W8): written out here, not imported, so a runtime that forgets one is caught.
 LOOKUP_CHECKPOINTS: Final = frozenset({"executing", "recovering", "unknown"})
+
+
+def _fresh() -> float:
+    return time.time() + 10 * 365 * 24 * 3600.0
 
 
 class LostAnswer(ConnectionError):
@@ -234,6 +239,15 @@ class _Item:
     stock_moved: int = 0  # by other writers, on the instance's own product (see _commits)
     order_id: str = ""  # the setup order, made from the instance's draft (W7)
     resubmits: int = 0
+    replay_first: Any = None  # the setup adjustment's first result (W2)
+    replay_answers: list[Any] = field(default_factory=list)  # what replaying its token returned
+
+    @property
+    def replay_token(self) -> str:
+        return f"setup-stock-{self.n}"
+
+    def replay_args(self) -> Any:
+        return {"sku": f"R{self.n}", "delta": 1}  # a product of its own, touched by nothing else
     draft_answers: list[str] = field(default_factory=list)  # order ids a resubmission returned
 
     @property
@@ -293,9 +307,12 @@ class ApprovalAdapter(Adapter):
         self.checkpoint_path = self.dir / "checkpoint.db"
         self.business_path = self.dir / "business.db"
         self.unreachable = self.dir / "gone" / "business.db"  # lookup_failed reads here
-        self.world = self.business_class.create(self.business_path, [
+        # The adapter's own writes (the setup order and adjustment, the draft resubmissions)
+        # are stamped far in the future: retention (W8) never finds them old, so a replay of
+        # a setup token stays within its record's lifetime whatever the calls' records do.
+        self.world = self.business_class.create(self.business_path, now=_fresh, products=[
             Product(f"{kind}{n}", f"{kind}{n}", STOCK, listed=kind != "U")
-            for n in range(instances) for kind in "LMU"])
+            for n in range(instances) for kind in "LMUR"])
         CheckpointStore.open(self.checkpoint_path, _Clock()).close()  # the schema, for _read
         self._read = sqlite3.connect(self.checkpoint_path.resolve().as_uri() + "?mode=ro",
                                      uri=True, isolation_level=None)
@@ -306,6 +323,7 @@ class ApprovalAdapter(Adapter):
     def _item(self, n: int) -> _Item:
         item = _Item(n)
         item.order_id = self.world.create_order(f"setup-{n}", item.draft_args())["order_id"]
+        item.replay_first = self.world.adjust_stock(item.replay_token, item.replay_args())
 
         def open_runtime(hook: Callable[[str], None], lookup_fn: Any) -> ApprovalRuntime:
             return self.runtime_class(self.checkpoint_path, self.business_path, clock=item.clock,
@@ -448,6 +466,11 @@ class ApprovalAdapter(Adapter):
         token = f"draft-{item.n}-again-{item.resubmits}"
         item.draft_answers.append(self.world.create_order(token, item.draft_args())["order_id"])
 
+    def token_replayed(self, item: _Item) -> None:
+        """The instance's setup stock adjustment, sent again under its token (W2)."""
+        answer = self.world.adjust_stock(item.replay_token, item.replay_args())
+        item.replay_answers.append(answer)
+
     def retention_purge(self, item: _Item) -> None:
         """Every idempotency record's lifetime has run out; the runtime keeps what it needs."""
         runtime = self.runtime_class(self.checkpoint_path, self.business_path, clock=item.clock,
@@ -464,7 +487,8 @@ class ApprovalAdapter(Adapter):
                                  (item.session,)).fetchone()
         if row is None:  # nothing durable yet: the model's initial configuration
             c = self.protocol.initial_config()
-            return {"state": c.state, **self.protocol.view(c), "draft_order": self._draft(item)}
+            return {"state": c.state, **self.protocol.view(c), "draft_order": self._draft(item),
+                    "replay": self._replay(item)}
         commits = self._commits(item, row["tool"])
         state = row["state"]
         if state == "executing" and commits:  # the checkpoint cannot see the commit
@@ -476,8 +500,16 @@ class ApprovalAdapter(Adapter):
                 "contract_compatible":
                     item.tools[row["tool"]].schema_fingerprint == row["schema_fingerprint"],
                 "result": self._result(row), "commits": commits,
-                "draft_order": self._draft(item),
+                "draft_order": self._draft(item), "replay": self._replay(item),
                 "token_record": self._token_record(row, commits)}
+
+    def _replay(self, item: _Item) -> str:
+        """First: every replay answered with the first result, and the stock moved once."""
+        moved_once = self.world.stock(item.replay_args()["sku"]) == STOCK + 1
+        same = all(answer == item.replay_first for answer in item.replay_answers)
+        return "first" if same and moved_once else "applied_again"
+
+
 
     def _draft(self, item: _Item) -> str:
         """Original: every resubmission answered with the setup order, and it is the only one."""
@@ -616,6 +648,7 @@ _STEPS: Final[dict[str, Step]] = {
     "reconcile": _caller("reconcile", "checked the business store by hand"),
     "draft_resubmitted": _do("draft_resubmitted"),
     "retention_purge": _do("retention_purge"),
+    "token_replayed": _do("token_replayed"),
 }
 if set(_STEPS) != set(APPROVAL.triggers()):  # checked when the table is made, not mid-run
     raise RuntimeError("the approval adapter maps triggers "

@@ -348,6 +348,10 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    "an already submitted order draft is submitted again under a new token: "
                    "the original order comes back, nothing is written", ("W7",), actor="user",
                    observed_as=None),
+        Transition("token_replayed", OPEN, None,
+                   "a settled write's token is sent again with the same arguments, within its "
+                   "record's lifetime: the first result comes back and the business data does "
+                   "not change again", ("W2",), actor="user", observed_as=None),
         Transition("retention_purge", OPEN, None,
                    "the idempotency records' lifetime runs out: every record is deleted except "
                    "the tokens of calls that may still resume", ("W8",), actor="environment",
@@ -391,6 +395,9 @@ def _variables(auto_retries: int) -> tuple[Variable, ...]:
         Variable("draft_order", ("original", "duplicate"), "original",
                  "what resubmitting an already submitted draft yields: its original order, or "
                  "a second one (W7)", logged=False),
+        Variable("replay", ("first", "applied_again"), "first",
+                 "what replaying a settled write's token yields: its first result, or a second "
+                 "change (W2)", logged=False),
         Variable("token_record", ("kept", "lost"), "kept",
                  "the call's idempotency record is in the business store whenever the call may "
                  "still resume (W8)", logged=False),
@@ -431,6 +438,8 @@ INVARIANTS: Final = (
               ("A5",), lambda s, v: not (v["rerun"] and v["retries_allowed"])),
     Invariant("draft_submitted_once", "a draft submitted again returns its original order",
               ("W7",), lambda s, v: v["draft_order"] == "original"),
+    Invariant("replay_returns_first", "a replayed token returns its first result and changes "
+              "nothing", ("W2",), lambda s, v: v["replay"] == "first"),
     Invariant("retention_keeps_in_flight_tokens",
               "retention never deletes the record of a call that may still resume", ("W8",),
               lambda s, v: v["token_record"] == "kept"),

@@ -455,7 +455,7 @@ MUTANTS: list[Mutant] = [
            _adapter("W7Adapter", business_class=W7DraftOrderedAgain)),
     Mutant("W2-replayed-token-applied-again", "W2", "approval",
            "a retry under the same token changes the business data again",
-           _adapter("W2Adapter", runtime_class=_W2Runtime)),
+           _adapter("W2Adapter", runtime_class=_W2Runtime, business_class=W2ReplayAppliesAgain)),
     Mutant("A7-cancel-settles-a-started-call", "A7", "approval",
            "a cancel of a call that may have committed reports it cancelled",
            _adapter("A7Adapter", runtime_class=A7CancelSettlesStartedCall)),
