@@ -259,3 +259,38 @@ def test_the_oracle_and_the_table_agree_on_a_story():
     o = submitting()
     config = QUERY.fire(o.config, "submit_response_lost", {"worker": 0, "fault": "timeout"}).after
     assert o.fire("submit_response_lost", worker=0, fault="timeout") == config
+
+
+@pytest.mark.rule("Q5")
+def test_a_quote_padded_with_whitespace_authorizes_one_in_another_case_does_not():
+    o = Oracle(QUERY)
+    o.fire("check_passed")
+    info = refused(o, "confirm", **{**WHOLE, "quote": "recased"})
+    assert [g.name for g in info.failed_guards] == ["quote_whole"]
+    assert o.fire("confirm", **{**WHOLE, "quote": "padded"}).state == S.QUEUED
+
+
+@pytest.mark.rule("Q2")
+@pytest.mark.rule("M1")
+@pytest.mark.rule("Q22")
+def test_a_rerun_a_redelivery_and_a_stopped_run_leave_the_query_as_it_was():
+    o = queued()
+    before = o.config
+    for trigger in ("rerun", "message_redelivered", "run_stopped"):
+        o.fire(trigger)
+        assert o.config == before
+
+
+@pytest.mark.rule("Q18")
+@pytest.mark.rule("M2")
+@pytest.mark.rule("Q26")
+def test_content_follows_the_platform_the_budget_message_and_the_status_rule():
+    o = submitting()
+    assert var(o, "payload") == "none"
+    o.fire("submit_answered", worker=0)
+    assert var(o, "payload") == "confirmed"
+    o.fire("platform_succeeds")
+    assert (var(o, "result"), var(o, "notice"), var(o, "status_reply")) == ("none",) * 3
+    o.fire("lookup_succeeded", worker=0)
+    assert (var(o, "result"), var(o, "notice"), var(o, "status_reply")) == (
+        "platform", "source", "withheld")
