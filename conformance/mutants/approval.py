@@ -404,6 +404,19 @@ class R5RecoveryRerunsWithoutLookup(ApprovalRuntime):
         return self._attempts(call, retries_allowed=False)
 
 
+# -- L5: recovery that trusts the current contract ---------------------------------------------
+class L5RecoveryIgnoresContractChange(ApprovalRuntime):
+    """Recovers a call under the tool's current contract without comparing fingerprints.
+
+    "The tool is the same tool": after an upgrade, recovery looks the token up and even
+    re-runs the call with arguments checkpointed for the old contract, instead of stopping
+    at unknown for a person to reconcile.
+    """
+
+    def _compatible(self, call: Call) -> bool:
+        return call.tool in self._tools  # the bug: the fingerprint is not compared
+
+
 # -- R6: a restart after the result checkpoint runs the call again -------------------------------
 class R6RestartRefreshesResult(ApprovalRuntime):
     """After a restart, re-runs a checkpointed call under a fresh token to refresh its result.
@@ -477,6 +490,9 @@ MUTANTS: list[Mutant] = [
     Mutant("R5-recovery-reruns-without-lookup", "R5", "approval",
            "a restart in executing re-runs the handler at once instead of looking the token up",
            _adapter("R5Adapter", runtime_class=R5RecoveryRerunsWithoutLookup)),
+    Mutant("L5-recovery-ignores-the-contract-change", "L5", "approval",
+           "recovery looks up and re-runs a call whose tool contract changed",
+           _adapter("L5Adapter", runtime_class=L5RecoveryIgnoresContractChange)),
     Mutant("R6-restart-reruns-checkpointed-call", "R6", "approval",
            "a restart after the result checkpoint runs the call again under a fresh token",
            _adapter("R6Adapter", runtime_class=R6RestartRefreshesResult)),
