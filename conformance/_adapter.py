@@ -13,18 +13,29 @@ The contract:
   answer, a timeout) the adapter arranges it, e.g. by arming a platform fault
   before the call. If the implementation refuses the action as a caller
   mistake, ``perform`` raises :class:`Refused` and must have changed nothing.
+  The kit asks for a step the model does not enable only for the triggers the
+  model declares ``refusable``.
 - ``observe(i)`` returns the projection: ``{"state": ..., <variable>: ...}``
-  for the machine's variables the implementation can show (ghost variables
-  are the model's own and never observed).
+  with *every* variable of the machine that is not a ghost (ghosts are the
+  model's own history and never observed), in the model's words and within
+  the variable's domain. A variable the implementation cannot show is named
+  in ``unobservable``; the report then says it was NOT CHECKED. A missing
+  key, an unknown key or an out-of-domain value is an :class:`AdapterError`.
 - ``trace_lines()`` returns the implementation's event log in the public
-  ``settled.trace/1`` format, for the trace checker.
+  ``settled.trace/1`` format, for the trace checker. A run that took logged
+  steps with an empty or unreadable log is an :class:`AdapterError`.
 - ``close()`` releases files and connections.
+
+An exception raised by the adapter's own code (a ``KeyError`` in its trigger
+map) is an :class:`AdapterError`, reported apart from the implementation's
+errors: it says the adapter is wrong, not the implementation.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from settled.model import Protocol
 from settled.model._core import Value
@@ -34,11 +45,21 @@ class Refused(Exception):
     """The implementation refused an action, as a caller's mistake."""
 
 
+class AdapterError(Exception):
+    """The adapter broke its contract (its own exception, a bad observation or log).
+
+    Never a pass and never a divergence: the campaign stops and says what the
+    adapter got wrong, so a fault in the glue is not blamed on the implementation.
+    """
+
+
 class Adapter(ABC):
     """Drives one implementation of ``protocol`` with ``instances`` instances."""
 
     protocol: Protocol
     instances: int
+    # Non-ghost variables this implementation cannot show; each is reported as NOT CHECKED.
+    unobservable: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def perform(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:

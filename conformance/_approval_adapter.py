@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from settled.conformance import Adapter, Refused
 from settled.impl._approval import (
     HANDLER_ENTERED,
     TOOL_SPECS,
@@ -68,18 +69,12 @@ from settled.impl._checkpoint import trace_lines as checkpoint_trace_lines
 from settled.impl._crash import CrashNow
 from settled.impl._db import write
 from settled.impl._errors import CallerError
+from settled.impl._pg import missing_database, release_store, scratch_store
 from settled.impl._reconciler import LookupAnswer, lookup
 from settled.model import APPROVAL, Protocol
 from settled.model._core import Value
 
-from ._adapter import Adapter, Refused
-
-__all__ = ["FORBIDDEN", "ApprovalAdapter", "LostAnswer"]
-
-# What the kit may ask to be refused: caller actions, each refused in one transaction or
-# before any (approve after expiry or rejection, execute without approval, ...).
-FORBIDDEN: Final = frozenset({"approve", "reject", "execute", "cancel", "resume_lookup",
-                              "reconcile"})
+__all__ = ["ApprovalAdapter", "LostAnswer"]
 
 T0: Final = 1_000_000.0
 TTL: Final = 300.0
@@ -295,8 +290,11 @@ class ApprovalAdapter(Adapter):
     runtime_class: ClassVar[type[ApprovalRuntime]] = ApprovalRuntime
     business_class: ClassVar[type[BusinessStore]] = BusinessStore  # the adapter's own store
     lookup_function: ClassVar[Callable[..., LookupAnswer]] = staticmethod(lookup)
+    # Decided inside each run of the runtime and never stored: nothing durable shows it.
+    unobservable: ClassVar[frozenset[str]] = frozenset({"retries_allowed"})
 
-    def __init__(self, instances: int = 3, directory: Path | None = None) -> None:
+    def __init__(self, instances: int = 3, directory: Path | None = None,
+                 store: str | None = None) -> None:
         self.protocol: Protocol = APPROVAL
         self.instances = instances
         # Real files and transactions, on a RAM disk where there is one (as the query adapter).
@@ -305,8 +303,13 @@ class ApprovalAdapter(Adapter):
             prefix="settled-approval-", dir=str(shm) if shm.is_dir() else None)
         self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
         self.checkpoint_path = self.dir / "checkpoint.db"
-        self.business_path = self.dir / "business.db"
-        self.unreachable = self.dir / "gone" / "business.db"  # lookup_failed reads here
+        # ``store``: a postgresql:// URL; the business store is then a fresh schema in
+        # that database (dropped on close) and lookup_failed reads a database that
+        # does not exist. The checkpoint stays a file.
+        self._scratch = None if store is None else scratch_store(store, "business")
+        self.business_path: Path | str = self._scratch or self.dir / "business.db"
+        self.unreachable: Path | str = (  # lookup_failed reads here
+            self.dir / "gone" / "business.db" if store is None else missing_database(store))
         # The adapter's own writes (the setup order and adjustment, the draft resubmissions)
         # are stamped far in the future: retention (W8) never finds them old, so a replay of
         # a setup token stays within its record's lifetime whatever the calls' records do.
@@ -434,7 +437,7 @@ class ApprovalAdapter(Adapter):
                 conn.execute("DELETE FROM products WHERE sku = ?", (item.unlisted,))
         self.go(item)
 
-    def answer_lookup(self, item: _Item, source: Path) -> None:
+    def answer_lookup(self, item: _Item, source: Path | str) -> None:
         if item.worker.parked != "lookup":
             self.recover(item)
         if item.worker.parked == "lookup":  # else the runtime went elsewhere: observe says where
@@ -447,8 +450,9 @@ class ApprovalAdapter(Adapter):
         conn = self.world.connection
         with write(conn):
             added = conn.execute(
-                "INSERT OR IGNORE INTO mutation_requests (client_token, tool, normalized_args, "
-                "args_fingerprint, result, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO mutation_requests (client_token, tool, normalized_args, "
+                "args_fingerprint, result, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (client_token) DO NOTHING",
                 (row["client_token"], row["tool"], json.dumps(other),
                  fingerprint(row["tool"], other), json.dumps(other), T0)).rowcount
         try:
@@ -487,8 +491,10 @@ class ApprovalAdapter(Adapter):
                                  (item.session,)).fetchone()
         if row is None:  # nothing durable yet: the model's initial configuration
             c = self.protocol.initial_config()
-            return {"state": c.state, **self.protocol.view(c), "draft_order": self._draft(item),
-                    "replay": self._replay(item)}
+            view = self.protocol.view(c)
+            return {"state": c.state, **{v.name: view[v.name] for v in self.protocol.variables
+                                         if not v.ghost and v.name not in self.unobservable},
+                    "draft_order": self._draft(item), "replay": self._replay(item)}
         commits = self._commits(item, row["tool"])
         state = row["state"]
         if state == "executing" and commits:  # the checkpoint cannot see the commit
@@ -593,6 +599,8 @@ class ApprovalAdapter(Adapter):
             item.worker.stop()
         self._read.close()
         self.world.close()
+        if self._scratch is not None:
+            release_store(self._scratch, "business")
         if self._tmp is not None:
             self._tmp.cleanup()
 

@@ -46,23 +46,20 @@ about 9k of them) and the global search only does integer arithmetic:
   predecessor of ``g`` is ``g`` with one instance replaced by a local
   predecessor (or a sync pre-image), looked up among the reached states.
 
-``explore_via_transitions`` runs the same search but computes every local
-step by firing it through the ``transitions.Machine`` oracle; it fails loudly
-on any edge where the oracle and the table disagree.
+``explore_via_transitions`` (``_oracle_check``) runs the same search but
+computes every local step by firing it through the ``transitions.Machine``
+oracle; it fails loudly on any edge where the oracle and the table disagree.
+Counterexamples, their step lists and their replay are in ``_counterexample``.
 """
 
 from __future__ import annotations
 
-import enum
 import itertools
-import json
-import re
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import networkx as nx
@@ -70,7 +67,6 @@ import networkx as nx
 from ..model._core import (
     NO_EFFECT,
     Config,
-    IllegalTransition,
     Params,
     Protocol,
     Snapshot,
@@ -79,150 +75,33 @@ from ..model._core import (
     Transition,
     Value,
 )
-from ..model._oracle import Oracle
 from . import _itf
+from ._counterexample import (
+    DEADLOCK,
+    DOMAIN,
+    INVARIANT,
+    STEP_PROPERTY,
+    TRAP,
+    UNFIRED,
+    UNREACHED,
+    Counterexample,
+    Finding,
+    TraceStep,
+    parse_steps,
+    replay,
+    to_plain,
+)
+
+# Counterexamples and their replay live in _counterexample; they are re-exported here, where the
+# explorer's callers have always found them.
+__all__ = ["Counterexample", "ExploreResult", "Finding", "Progress", "TraceStep", "explore",
+           "explore_via_transitions", "parse_steps", "replay"]
 
 Progress = Callable[[int, int, float], None]
 Successors = Callable[[Config], Iterable[Step]]
 TransitionKey = tuple[str, tuple[str, ...], "str | None", str]
 
-INVARIANT = "invariant"
-STEP_PROPERTY = "step_property"
-DOMAIN = "domain"
-DEADLOCK = "deadlock"
-TRAP = "trap"
-UNREACHED = "unreached_state"
-UNFIRED = "unfired_transition"
-
-GENERATOR = "settled explore"
 _PROGRESS_EVERY = 0.2  # seconds between progress calls: at most ~5 per second
-
-
-class OracleDisagreement(AssertionError):
-    """The ``transitions`` oracle and the table's successor function disagree on an edge."""
-
-
-# --------------------------------------------------------------------------
-# Steps, counterexamples, findings
-# --------------------------------------------------------------------------
-def _fmt(value: Value) -> str:
-    return value if isinstance(value, str) else repr(value).replace(" ", "")
-
-
-@dataclass(frozen=True, slots=True)
-class TraceStep:
-    """One step of a global run: ``instance`` fires ``trigger`` with ``params``.
-
-    ``instance`` is ``None`` for a sync step in a composition of several
-    instances: it fires on every instance where it is enabled.
-    """
-
-    instance: int | None
-    trigger: str
-    params: tuple[tuple[str, Value], ...] = ()
-
-    @property
-    def params_dict(self) -> dict[str, Value]:
-        return dict(self.params)
-
-    def text(self) -> str:
-        who = "all" if self.instance is None else f"q{self.instance}"
-        return " ".join([who, self.trigger, *(f"{k}={_fmt(v)}" for k, v in self.params)])
-
-    def to_json(self) -> dict[str, Any]:
-        return {"instance": self.instance, "trigger": self.trigger,
-                "params": {k: _plain(v) for k, v in self.params}}
-
-
-@dataclass(frozen=True)
-class Counterexample:
-    """A shortest run from the initial state: ``len(configs) == len(steps) + 1``."""
-
-    protocol: Protocol
-    steps: tuple[TraceStep, ...]
-    configs: tuple[tuple[Config, ...], ...]
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def instances(self) -> int:
-        return len(self.configs[0])
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    def steps_text(self) -> str:
-        """The numbered step list; :func:`replay` accepts it back as it is."""
-        return "\n".join(f"{n}. {s.text()}" for n, s in enumerate(self.steps, 1))
-
-    def var_names(self) -> list[str]:
-        return [f"q{i}.{name}" for i in range(self.instances)
-                for name in ("state", *self.protocol.variable_names)]
-
-    def state_values(self, configs: tuple[Config, ...]) -> dict[str, Value]:
-        out: dict[str, Value] = {}
-        for i, c in enumerate(configs):
-            out[f"q{i}.state"] = c.state
-            out.update({f"q{i}.{k}": v for k, v in self.protocol.view(c).items()})
-        return out
-
-    def to_itf(self) -> dict[str, Any]:
-        actions = [(s.trigger, {**s.params_dict, "instance": s.instance}) for s in self.steps]
-        names = sorted({p.name for t in self.protocol.transitions for p in t.params} | {"instance"})
-        meta = {"status": "violation", "generator": GENERATOR, "model": self.protocol.name,
-                **self.meta}
-        return _itf.itf_trace(self.protocol.name, self.var_names(),
-                              [self.state_values(c) for c in self.configs], actions, meta,
-                              nondet_names=names)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"length": len(self.steps), "steps": [s.to_json() for s in self.steps],
-                "steps_text": self.steps_text(),
-                "states": [{f"q{i}": {"state": c.state, **{k: _plain(v) for k, v in
-                                                          self.protocol.view(c).items()}}
-                            for i, c in enumerate(g)} for g in self.configs]}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing the explorer found; ``counterexample`` is the shortest run to it, if any."""
-
-    kind: str
-    name: str
-    text: str
-    rules: tuple[str, ...]
-    instance: int | None = None
-    counterexample: Counterexample | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "text": self.text,
-                               "rules": list(self.rules), "instance": self.instance,
-                               **{k: _plain(v) for k, v in self.detail.items()}}
-        if self.counterexample is not None:
-            out.update(self.counterexample.to_json())
-        else:
-            out.update({"length": None, "steps": [], "steps_text": "", "states": []})
-        return out
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.kind}-{re.sub(r'[^A-Za-z0-9_.+-]+', '_', self.name)}.itf.json"
-
-
-def _plain(x: Any) -> Any:
-    """A JSON-ready copy: tuples and sets become lists, enums their values."""
-    if isinstance(x, enum.Enum):
-        return _plain(x.value)
-    if isinstance(x, (bool, int, float, str)) or x is None:
-        return x
-    if isinstance(x, (tuple, list)):
-        return [_plain(e) for e in x]
-    if isinstance(x, (set, frozenset)):
-        return sorted((_plain(e) for e in x), key=lambda e: json.dumps(e, sort_keys=True))
-    if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
-    return repr(x)
-
 
 # --------------------------------------------------------------------------
 # The local space: one instance, computed once
@@ -781,7 +660,7 @@ class ExploreResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "model": self.model, "bounds": _plain(self.bounds), "states": self.states,
+            "model": self.model, "bounds": to_plain(self.bounds), "states": self.states,
             "edges": self.edges, "seconds": self.seconds,
             "states_per_second": self.states_per_second,
             "violations": [f.to_json() for f in self.violations],
@@ -827,7 +706,7 @@ class ExploreResult:
     def graph_json(self) -> dict[str, Any]:
         """The graph as node-link JSON (deterministic: BFS ids, edges in BFS order)."""
         data = nx.node_link_data(self.graph(), edges="edges")
-        plain: dict[str, Any] = _plain(data)
+        plain: dict[str, Any] = to_plain(data)
         return plain
 
     def write_itf(self, directory: str | Path) -> list[Path]:
@@ -858,15 +737,11 @@ def explore(protocol: Protocol, *, instances: int = 1, max_states: int | None = 
 
 def explore_via_transitions(protocol: Protocol, instances: int = 1, max_states: int | None = None,
                             *, progress: Progress | None = None) -> ExploreResult:
-    """:func:`explore`, but every local step is fired through the ``transitions`` oracle.
+    """:func:`explore`, with every local step fired through the ``transitions`` oracle
+    (see ``_oracle_check``)."""
+    from ._oracle_check import explore_via_transitions as via
 
-    For each configuration, every trigger leaving its state is fired with every
-    parameter choice on a fresh :class:`~settled.model._oracle.Oracle`; what the
-    oracle accepts must be exactly what the table's successor function yields,
-    with the same resulting configuration, or :class:`OracleDisagreement` is raised.
-    """
-    return _run(protocol, _oracle_successors(protocol), instances, max_states, progress,
-                "transitions")
+    return via(protocol, instances, max_states, progress=progress)
 
 
 def _run(protocol: Protocol, successors: Successors, instances: int, max_states: int | None,
@@ -1016,6 +891,19 @@ def _coverage(space: _Space) -> tuple[list[Finding], list[Finding]]:
                                      tuple(rules)))
     unfired = []
     counts: dict[str, int] = {}
+    edges = {(local.configs[c].state, k) for c in seen for k in local.fired[c]}
+    for t in p.transitions:
+        key = _transition_key(t)
+        if key not in fired or len(t.source) == 1:
+            continue  # never fired at all: said once below, for the whole transition
+        for src in t.source:
+            if (src, key) not in edges:
+                name = f"{t.trigger}: {src} -> {t.target(src)}"
+                unfired.append(Finding(
+                    UNFIRED, name, f"the edge {name} [{t.guard_text or 'always'}] never fires "
+                    f"(the transition fires from other sources); drop '{src}' from its sources",
+                    t.rules, detail={"edge": {"from": src, "trigger": t.trigger,
+                                              "to": t.target(src)}}))
     for t in p.transitions:
         counts[t.trigger] = counts.get(t.trigger, 0) + 1
         name = t.trigger if sum(x.trigger == t.trigger for x in p.transitions) == 1 \
@@ -1029,127 +917,3 @@ def _coverage(space: _Space) -> tuple[list[Finding], list[Finding]]:
     return unreached, unfired
 
 
-# --------------------------------------------------------------------------
-# The oracle as successor function
-# --------------------------------------------------------------------------
-def _param_union(group: Sequence[Transition]) -> list[Params]:
-    seen: set[tuple[tuple[str, Value], ...]] = set()
-    out: list[Params] = []
-    for t in group:
-        for prm in t.param_choices():
-            key = tuple(sorted(prm.items()))
-            if key not in seen:
-                seen.add(key)
-                out.append(prm)
-    return out
-
-
-def _oracle_successors(protocol: Protocol) -> Successors:
-    plan: dict[str, list[tuple[str, list[Params]]]] = {}
-    for s in protocol.state_names:
-        groups: dict[str, list[Transition]] = {}
-        for t in protocol.transitions_from(s):
-            groups.setdefault(t.trigger, []).append(t)
-        plan[s] = [(trigger, _param_union(group)) for trigger, group in groups.items()]
-
-    # One transitions.Machine, reset to each configuration before each trigger:
-    # building a machine costs far more than firing it.
-    oracle = Oracle(protocol)
-
-    def successors(config: Config) -> list[Step]:
-        table = {(s.transition.trigger, tuple(sorted(s.params.items()))): s
-                 for s in protocol.enabled(config)}
-        out: list[Step] = []
-        for trigger, choices in plan[config.state]:
-            for params in choices:
-                expected = table.pop((trigger, tuple(sorted(params.items()))), None)
-                oracle.reset(config)
-                after = oracle.try_fire(trigger, **params)
-                if after is None:
-                    if expected is not None:
-                        raise OracleDisagreement(
-                            f"{protocol.name}: the table allows {trigger} {dict(params)} in "
-                            f"{config} but the oracle refused it")
-                    continue
-                if expected is None or expected.after != after:
-                    raise OracleDisagreement(
-                        f"{protocol.name}: {trigger} {dict(params)} from {config}: the oracle "
-                        f"reached {after}, the table {expected.after if expected else 'refuses it'}")
-                out.append(Step(expected.transition, params, after))
-        if table:
-            raise OracleDisagreement(f"{protocol.name}: the table allows {sorted(table)} in "
-                                     f"{config}, which the oracle was never offered")
-        return out
-    return successors
-
-
-# --------------------------------------------------------------------------
-# Replay
-# --------------------------------------------------------------------------
-_LINE = re.compile(r"^\s*(?:\d+\.\s+)?(q(\d+)|all)\s+(\S+)((?:\s+\S+=\S+)*)\s*$")
-
-
-def parse_steps(protocol: Protocol, text: str) -> list[TraceStep]:
-    """Read a step list written by :meth:`Counterexample.steps_text` back."""
-    steps = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        m = _LINE.match(line)
-        if m is None:
-            raise ValueError(f"cannot read step {line!r}; expected e.g. '5. q0 claim worker=0'")
-        instance = None if m.group(1) == "all" else int(m.group(2))
-        trigger = m.group(3)
-        params = []
-        for token in m.group(4).split():
-            name, _, shown = token.partition("=")
-            params.append((name, _param_value(protocol, trigger, name, shown)))
-        steps.append(TraceStep(instance, trigger, tuple(params)))
-    return steps
-
-
-def _param_value(protocol: Protocol, trigger: str, name: str, shown: str) -> Value:
-    for t in protocol.transitions:
-        if t.trigger != trigger:
-            continue
-        for prm in t.params:
-            if prm.name == name:
-                for value in prm.domain:
-                    if _fmt(value) == shown:
-                        return value
-    raise ValueError(f"{protocol.name}: {trigger} has no parameter {name} with a value shown as {shown!r}")
-
-
-def replay(protocol: Protocol, steps: Sequence[TraceStep] | str, *,
-           instances: int = 1) -> list[tuple[Config, ...]]:
-    """Run ``steps`` through ``Protocol.fire`` from the initial state; the states along.
-
-    A step with ``instance=None`` (or a sync transition) fires on every
-    instance where it is enabled and must be enabled on at least one.
-    :class:`IllegalTransition` if a step is not allowed.
-    """
-    if isinstance(steps, str):
-        steps = parse_steps(protocol, steps)
-    sync = {t.trigger for t in protocol.transitions if t.sync}
-    state = tuple(protocol.initial_config() for _ in range(instances))
-    out = [state]
-    for step in steps:
-        params = MappingProxyType(step.params_dict)
-        if step.instance is None or step.trigger in sync:
-            configs = list(state)
-            fired = False
-            for i, c in enumerate(state):
-                try:
-                    configs[i] = protocol.fire(c, step.trigger, params).after
-                    fired = True
-                except IllegalTransition:
-                    pass
-            if not fired:
-                protocol.fire(state[0], step.trigger, params)  # raises with the diagnosis
-            state = tuple(configs)
-        else:
-            configs = list(state)
-            configs[step.instance] = protocol.fire(state[step.instance], step.trigger, params).after
-            state = tuple(configs)
-        out.append(state)
-    return out

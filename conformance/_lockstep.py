@@ -23,9 +23,10 @@ replayable step list, also written as an ITF trace.
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,11 +37,12 @@ import hypothesis
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, rule
+
 from settled.model import Config, IllegalTransition, Params, Protocol, Transition
 from settled.model._core import Value
 
 from . import _itf
-from ._adapter import Adapter, Refused
+from ._adapter import Adapter, AdapterError, Refused
 from ._trace import TraceError, check_lines
 
 AdapterFactory = Callable[[], Adapter]
@@ -82,10 +84,197 @@ def unfired(protocol: Protocol, fired: Mapping[str, int]) -> list[str]:
     return [label for t in protocol.transitions if (label := transition_label(t)) not in fired]
 
 
-def expected_projection(p: Protocol, config: Config) -> dict[str, Value]:
+def edge_key(before: Config, step: Any) -> tuple[str, str, str]:
+    """An edge of the graph: (from state, to state, trigger)."""
+    return (str(before.state), str(step.after.state), step.transition.trigger)
+
+
+def declared_edges(protocol: Protocol) -> list[tuple[str, str, str]]:
+    """Every (from, to, trigger) the table declares, in declaration order."""
+    return list(dict.fromkeys((str(src), str(t.target(src)), t.trigger)
+                              for t in protocol.transitions for src in t.source))
+
+
+def declared_cases(protocol: Protocol) -> list[tuple[str, str, str]]:
+    """Every (transition, guard, alternative) of a disjunctive guard."""
+    return [(transition_label(t), g.name, name) for t in protocol.transitions
+            for g in t.guards for name, _ in g.cases]
+
+
+def edge_text(edge: tuple[str, str, str]) -> str:
+    source, dest, trigger = edge
+    return f"{trigger}: {source} -> {dest}"
+
+
+def unfired_edges(protocol: Protocol, edges: Mapping[tuple[str, str, str], int]) -> list[str]:
+    return [edge_text(e) for e in declared_edges(protocol) if not edges.get(e)]
+
+
+def unfired_cases(protocol: Protocol, cases: Mapping[tuple[str, str, str], int]) -> list[str]:
+    return [f"{label} [{guard}: {case}]" for label, guard, case in declared_cases(protocol)
+            if not cases.get((label, guard, case))]
+
+
+_CASES: dict[int, tuple[Protocol, frozenset[int]]] = {}
+
+
+def _with_cases(protocol: Protocol) -> frozenset[int]:
+    """The ids of the transitions with a disjunctive guard (ids: hashing a transition is slow)."""
+    found = _CASES.get(id(protocol))
+    if found is None or found[0] is not protocol:
+        found = _CASES[id(protocol)] = (protocol, frozenset(
+            id(t) for t in protocol.transitions if any(g.cases for g in t.guards)))
+    return found[1]
+
+
+def expected_projection(p: Protocol, config: Config,
+                        unobservable: frozenset[str] = frozenset()) -> dict[str, Value]:
     view = p.view(config)
     return {"state": str(config.state),
-            **{v.name: view[v.name] for v in p.variables if not v.ghost}}
+            **{v.name: view[v.name] for v in p.variables
+               if not v.ghost and v.name not in unobservable}}
+
+
+# --------------------------------------------------------------------------
+# The adapter contract, enforced
+# --------------------------------------------------------------------------
+class Contract:
+    """What ``observe()`` must return for one machine and one adapter class."""
+
+    def __init__(self, protocol: Protocol, unobservable: frozenset[str]) -> None:
+        ghosts = {v.name for v in protocol.variables if v.ghost}
+        names = {v.name for v in protocol.variables}
+        wrong = sorted(set(unobservable) - (names - ghosts))
+        if wrong:
+            raise AdapterError(
+                f"Adapter.unobservable names {wrong}, which are not observable variables of "
+                f"{protocol.name}; its variables are {sorted(names - ghosts)}")
+        self.protocol, self.unobservable, self.ghosts = protocol, frozenset(unobservable), ghosts
+        self.keys = frozenset({"state"} | (names - ghosts - self.unobservable))
+        self.allowed = {v.name: frozenset((_kind(d), d) for d in v.domain)
+                        for v in protocol.variables if v.name in self.keys}
+        self.allowed["state"] = frozenset((str, s) for s in protocol.state_names)
+        self.domains = {v.name: v.domain for v in protocol.variables}
+        self.domains["state"] = protocol.state_names
+
+    def check(self, i: int, observed: object) -> dict[str, Value]:
+        """``observed`` as a dict, or :class:`AdapterError` naming what is wrong with it."""
+        where = f"observe({i})"
+        if not isinstance(observed, Mapping):
+            raise AdapterError(f"{where} returned {type(observed).__name__}, not a mapping of "
+                               "the model's variable names to values")
+        keys = set(observed)
+        if keys != self.keys:
+            missing, extra = sorted(self.keys - keys), sorted(keys - self.keys)
+            parts = []
+            if missing:
+                parts.append(f"left out {missing} (return every variable in the model's words, "
+                             "or declare it in Adapter.unobservable)")
+            for k in extra:
+                if k in self.ghosts:
+                    parts.append(f"returned the ghost variable {k!r} (the model's own history, "
+                                 "never observed)")
+                elif k in self.unobservable:
+                    parts.append(f"returned {k!r}, which the adapter declares unobservable")
+                else:
+                    parts.append(f"returned the unknown key {k!r} (keys are 'state' and "
+                                 f"{sorted(self.keys - {'state'})})")
+            raise AdapterError(f"{where} " + "; ".join(parts))
+        for k, value in observed.items():
+            try:
+                ok = (_kind(value), value) in self.allowed[k]
+            except TypeError:  # unhashable: a list where the domain holds tuples
+                ok = False
+            if not ok:
+                shown = self.domains[k]
+                domain = (f"{list(shown[:6])} ... ({len(shown)} values)" if len(shown) > 8
+                          else list(shown))
+                raise AdapterError(f"{where} gave {k}={value!r} ({type(value).__name__}), "
+                                   f"outside its domain {domain}")
+        return dict(observed)
+
+
+def _kind(value: object) -> type:
+    """A value's kind for the domain check: an enum of strings is a string; True is no 1."""
+    return str if isinstance(value, str) else type(value)
+
+
+_CONTRACTS: dict[tuple[int, type], Contract] = {}
+
+
+def contract_for(protocol: Protocol, adapter: Adapter) -> Contract:
+    key = (id(protocol), type(adapter))
+    found = _CONTRACTS.get(key)
+    if found is None or found.protocol is not protocol:
+        found = _CONTRACTS[key] = Contract(protocol, frozenset(getattr(adapter, "unobservable",
+                                                                        frozenset())))
+    return found
+
+
+def adapter_code(adapter: object) -> frozenset[object]:
+    """The code objects of the adapter's own methods (nested functions included)."""
+    cls = type(adapter)
+    found = _ADAPTER_CODE.get(cls)
+    if found is not None:
+        return found
+    codes: set[object] = set()
+
+    def add(code: Any) -> None:
+        if code in codes:
+            return
+        codes.add(code)
+        for const in code.co_consts:
+            if hasattr(const, "co_consts"):
+                add(const)
+
+    for klass in cls.__mro__:
+        if klass in (Adapter, object) or klass.__module__ == "abc":
+            continue
+        for attr in vars(klass).values():
+            fn = getattr(attr, "__func__", attr)
+            for f in (fn, getattr(attr, "fget", None)):
+                code = getattr(f, "__code__", None)
+                # Only what the class body defines: a class attribute may hold an
+                # implementation's function (a lookup hook), which stays the implementation's.
+                if code is not None and getattr(f, "__qualname__", "").startswith(
+                        klass.__qualname__ + "."):
+                    add(code)
+    found = _ADAPTER_CODE[cls] = frozenset(codes)
+    return found
+
+
+_ADAPTER_CODE: dict[type, frozenset[object]] = {}
+
+
+def blame_adapter(adapter: object, exc: BaseException) -> bool:
+    """Whether ``exc`` started in the adapter's own code rather than the implementation's.
+
+    The innermost frame decides; an exception the adapter raised *from* an
+    implementation error is the implementation's.
+    """
+    if isinstance(exc, AdapterError):
+        return True
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and not blame_adapter(adapter, cause):
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code in adapter_code(adapter)
+
+
+def adapter_fault(adapter: object, exc: BaseException, doing: str) -> AdapterError:
+    if isinstance(exc, AdapterError):
+        return exc
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = (f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+             if tb is not None else "")
+    return AdapterError(f"the adapter's own code raised {type(exc).__name__} while {doing}"
+                        f"{where}: {exc}")
 
 
 class Runner:
@@ -94,12 +283,27 @@ class Runner:
     def __init__(self, protocol: Protocol, factory: AdapterFactory, instances: int,
                  forbidden: frozenset[str]) -> None:
         self.protocol, self.instances, self.forbidden = protocol, instances, forbidden
-        self.adapter = factory()
+        try:
+            self.adapter = factory()
+        except AdapterError:
+            raise
+        except Exception as exc:
+            raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(self.adapter, Adapter):
+            raise AdapterError(f"the adapter factory returned {type(self.adapter).__name__}, "
+                               "not a settled.conformance.Adapter")
+        self.contract = contract_for(protocol, self.adapter)
+        self.plans = plans_for(protocol, forbidden)
+        self.logged_steps: set[int] = set()  # instances that took a step the log records
+        # (steps taken when observed, {instance: observation}): what is known to be current
+        self.observed: tuple[int, dict[int, dict[str, Value]]] = (-1, {})
         self.configs = [protocol.initial_config()] * instances
         self.steps: list[Action] = []
         self.history: list[tuple[Config, ...]] = [tuple(self.configs)]
         self.fired: dict[str, int] = {}
         self.edges: dict[tuple[str, str, str], int] = {}  # (from, to, trigger) -> times
+        self.cases: dict[tuple[str, str, str], int] = {}  # (transition, guard, case) -> times
+        self.protocol_cases = _with_cases(protocol)
         self.trace_events = 0
         self.trace_problem: str | None = None
 
@@ -107,20 +311,38 @@ class Runner:
     def options(self) -> list[Action]:
         """Enabled steps, weighted by repetition, eager ones first."""
         out: list[tuple[int, int, Action]] = []
+        cache = self.plans.options
         for i, c in enumerate(self.configs):
-            for s in self.protocol.enabled(c):
-                # Ending a story before anything was submitted (a failed check,
-                # an invalidated draft) and retries that change nothing are drawn
-                # less often, so runs reach deep states. Hypothesis often draws
-                # the first element on purpose, so eager steps go first.
-                early = (s.after.state in self.protocol.terminal_states
-                         and self.protocol.view(c).get("submissions", 1) == 0)
-                weight = 1 if early or s.after == c else EAGER
-                out.append((weight, _rank(s.transition), Action(i, s.transition.trigger, s.params)))
-        out.sort(key=lambda wra: (-wra[0], wra[1]))
+            got = cache.get((c, i))
+            if got is None:
+                got = cache[(c, i)] = self._options(i, c)
+            out.extend(got)
+        out.sort(key=_order)  # stable: within a weight and rank, instance and table order
         return [a for w, _, a in out for _ in range(w)]
 
+    def _options(self, i: int, c: Config) -> list[tuple[int, int, Action]]:
+        out = []
+        for s in self.protocol.enabled(c):
+            # Ending a story before anything was submitted (a failed check,
+            # an invalidated draft) and retries that change nothing are drawn
+            # less often, so runs reach deep states. Hypothesis often draws
+            # the first element on purpose, so eager steps go first.
+            early = (s.after.state in self.protocol.terminal_states
+                     and self.protocol.view(c).get("submissions", 1) == 0)
+            weight = 1 if early or s.after == c else EAGER
+            out.append((weight, _rank(s.transition), Action(i, s.transition.trigger, s.params)))
+        return out
+
     def forbidden_choices(self, i: int) -> list[Action]:
+        """The refusable actions the model does not enable for instance ``i`` here
+        (worked out once per configuration and instance, then reused)."""
+        key = (self.configs[i], i)
+        got = self.plans.forbidden.get(key)
+        if got is None:
+            got = self.plans.forbidden[key] = self._forbidden_choices(i)
+        return got
+
+    def _forbidden_choices(self, i: int) -> list[Action]:
         enabled = {(s.transition.trigger, tuple(s.params.items()))
                    for s in self.protocol.enabled(self.configs[i])}
         out, seen = [], set()
@@ -154,10 +376,21 @@ class Runner:
             raise Divergence(f"the implementation refused {action.text()}, which the model "
                              f"allows: {exc}") from None
         except Exception as exc:
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
             raise Divergence(f"the implementation raised {type(exc).__name__} on "
                              f"{action.text()}: {exc}") from exc
-        edge = (str(self.configs[i].state), str(step.after.state), action.trigger)
+        if step.transition.observable is not None:
+            self.logged_steps.add(i)
+        edge = edge_key(self.configs[i], step)
         self.edges[edge] = self.edges.get(edge, 0) + 1
+        if id(step.transition) in self.protocol_cases:
+            v = self.protocol.view(self.configs[i])
+            for g in step.transition.guards:
+                case = g.case(v, action.params)
+                if case is not None:
+                    key = (transition_label(step.transition), g.name, case)
+                    self.cases[key] = self.cases.get(key, 0) + 1
         self.configs[i] = step.after
         label = transition_label(step.transition)
         self.fired[label] = self.fired.get(label, 0) + 1
@@ -167,55 +400,148 @@ class Runner:
         if any(s.transition.trigger == action.trigger and dict(s.params) == dict(action.params)
                for s in self.protocol.enabled(self.configs[i])):
             raise Invalid(f"{action.text()} is allowed here")
-        before = dict(self.adapter.observe(i))
+        # The last check observed every instance after the previous step: reuse it.
+        known = self.observed[1] if self.observed[0] == len(self.steps) - 1 else {}
+        before = known.get(i) or self.observe(i)
         try:
             self.adapter.perform(i, action.trigger, action.params)
         except Refused:
             pass
         except Exception as exc:
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
             raise Divergence(f"the implementation raised {type(exc).__name__} instead of "
                              f"{action.text()}: {exc}") from exc
         else:
             raise Divergence(f"the implementation did not {action.text()}, which the model "
                              "forbids")
-        if dict(self.adapter.observe(i)) != before:
+        after = self.observe(i)
+        if after != before:
             raise Divergence(f"{action.text()}: the refusal changed the implementation")
+        self.observed = (len(self.steps), {i: after})
 
     # -- checks ----------------------------------------------------------------
+    def observe(self, i: int) -> dict[str, Value]:
+        """The adapter's observation of instance ``i``, held to the contract."""
+        try:
+            observed = self.adapter.observe(i)
+        except Exception as exc:  # an implementation that lost track of its own rows
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"observing q{i}") from exc
+            raise Divergence(f"observing q{i} after step {len(self.steps)} raised "
+                             f"{type(exc).__name__}: {exc}") from exc
+        return self.contract.check(i, observed)
+
     def check(self) -> None:
+        plans, unobservable = self.plans, self.contract.unobservable
+        # An instance a refusal just observed (unchanged) need not be observed again.
+        known = self.observed[1] if self.observed[0] == len(self.steps) else {}
+        seen: dict[int, dict[str, Value]] = {}
         for i, c in enumerate(self.configs):
-            broken = self.protocol.broken_invariants(c)
+            broken = plans.broken.get(c)
+            if broken is None:
+                broken = plans.broken[c] = tuple(
+                    b.name for b in self.protocol.broken_invariants(c))
             if broken:
-                raise Divergence(f"model invariant {broken[0].name} broken on q{i}")
-            try:
-                observed = dict(self.adapter.observe(i))
-            except Exception as exc:  # an implementation that lost track of its own rows
-                raise Divergence(f"observing q{i} after step {len(self.steps)} raised "
-                                 f"{type(exc).__name__}: {exc}") from exc
-            diffs = {k: (observed[k], x) for k, x in expected_projection(self.protocol, c).items()
-                     if k in observed and observed[k] != x}
+                raise Divergence(f"model invariant {broken[0]} broken on q{i}")
+            observed = known.get(i) or self.observe(i)
+            seen[i] = observed
+            expected = plans.expected.get((c, unobservable))
+            if expected is None:
+                expected = plans.expected[(c, unobservable)] = expected_projection(
+                    self.protocol, c, unobservable)
+            diffs = {k: (observed[k], x) for k, x in expected.items() if observed[k] != x}
             if diffs:
                 shown = ", ".join(f"{k}: implementation {o!r}, model {x!r}"
                                   for k, (o, x) in sorted(diffs.items()))
                 raise Divergence(f"q{i} differs from the model after step {len(self.steps)}: "
                                  f"{shown}")
+        self.observed = (len(self.steps), seen)
 
     def finish(self) -> None:
         """Close the implementation; its event log must pass the trace checker."""
         try:
             lines = list(self.adapter.trace_lines())
-        finally:
+        except Exception as exc:
             self.adapter.close()
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, "reading the event log") from exc
+            raise Divergence(f"reading the implementation's event log raised "
+                             f"{type(exc).__name__}: {exc}") from exc
+        self.adapter.close()
+        bad = next((n for n, line in enumerate(lines, 1) if not isinstance(line, str)), None)
+        if bad is not None:
+            self.trace_problem = (f"trace_lines() gave a {type(lines[bad - 1]).__name__} as "
+                                  f"line {bad}; it must give settled.trace/1 JSON text lines")
+            raise AdapterError(self.trace_problem)
+        if not lines:
+            if not self.logged_steps:
+                return  # nothing that leaves an event happened: an empty log is the right one
+            self.trace_problem = "the event log is empty, although the run took steps the log records"
+            raise AdapterError(self.trace_problem)
         try:
             report = check_lines(lines)
         except TraceError as exc:
-            self.trace_problem = f"the implementation's event log is unreadable: {exc}"
-            raise Divergence(self.trace_problem) from None
+            self.trace_problem = (f"the event log does not conform to settled.trace/1: {exc}")
+            raise AdapterError(self.trace_problem) from None
+        if report.instances < len(self.logged_steps):
+            took = len(self.logged_steps)
+            self.trace_problem = (
+                "the event log is empty, although the run took steps the log records"
+                if not lines else
+                f"the event log holds {report.instances} instance(s) of {self.protocol.name}, "
+                f"but {took} instance(s) took steps the log records")
+            raise AdapterError(self.trace_problem)
         self.trace_events = report.events
         if not report.ok:
             self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
-                                  + report.violations[0].text())
+                                  + (*report.violations, *report.undecided)[0].text())
             raise Divergence(self.trace_problem)
+
+
+def _order(wra: tuple[int, int, Action]) -> tuple[int, int]:
+    return (-wra[0], wra[1])
+
+
+class Plans:
+    """What a campaign works out once per configuration and reuses in every run: the
+    weighted options, the forbidden choices, and whether the invariants hold."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        self.protocol = protocol
+        self.options: dict[tuple[Config, int], list[tuple[int, int, Action]]] = {}
+        self.forbidden: dict[tuple[Config, int], list[Action]] = {}
+        self.broken: dict[Config, tuple[str, ...]] = {}
+        self.expected: dict[tuple[Config, frozenset[str]], dict[str, Value]] = {}
+        self.grouped: dict[int, tuple[list[Action], list[list[Action]]]] = {}
+
+
+    def forbidden_by_trigger(self, choices: list[Action]) -> list[list[Action]]:
+        """``choices`` grouped by trigger, worker steps first (worked out once per list)."""
+        got = self.grouped.get(id(choices))
+        if got is None or got[0] is not choices:
+            groups: dict[str, list[Action]] = {}
+            for a in choices:
+                groups.setdefault(a.trigger, []).append(a)
+            order = sorted(groups, key=lambda t: (t not in WORKER_FIRST, t))
+            got = self.grouped[id(choices)] = (choices, [groups[t] for t in order])
+        return got[1]
+
+
+@functools.cache
+def _index(n: int) -> st.SearchStrategy[int]:
+    return st.integers(0, n - 1)
+
+
+_PLANS: dict[tuple[int, frozenset[str]], Plans] = {}
+
+
+def plans_for(protocol: Protocol, forbidden: frozenset[str]) -> Plans:
+    key = (id(protocol), frozenset(forbidden))
+    found = _PLANS.get(key)
+    if found is None or found.protocol is not protocol:
+        found = _PLANS[key] = Plans(protocol)
+    return found
 
 
 def _rank(t: Transition) -> int:
@@ -239,9 +565,13 @@ class Record:
     itf_path: Path | None = None
     examples: int = 0
     edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    cases: dict[tuple[str, str, str], int] = field(default_factory=dict)
     trace_events: int = 0  # events of the implementation's logs the trace checker accepted
     trace_failure: str | None = None
     spec: Any = None  # (protocol, factory, instances, forbidden) of the machine
+    adapter_error: str | None = None  # the adapter broke its contract: neither pass nor kill
+    counterexample_error: str | None = None  # the counterexample could not be written
+    out: Path | None = None  # where counterexamples go (None: the default folder)
 
 
 def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int,
@@ -259,29 +589,33 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
 
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
-            options: list[Action | None] = list(self.run.options())
-            options += [None] * (len(options) // 4 + 1)  # ~1 in 5: ask for something forbidden
-            action = data.draw(st.sampled_from(options), label="action")
-            if action is None:
-                i = data.draw(st.integers(0, instances - 1), label="instance")
+            # Indices, not sampled_from: the lists change every step, and a fresh
+            # sampled_from strategy per draw costs more than the step it picks.
+            options = self.run.options()
+            slots = len(options) + len(options) // 4 + 1  # ~1 in 5: ask for something forbidden
+            n = data.draw(_index(slots), label="action")
+            action: Action
+            if n < len(options):
+                action = options[n]
+            else:
+                i = data.draw(_index(instances), label="instance")
                 choices = self.run.forbidden_choices(i)
                 if not choices:
                     return
                 # The trigger first, then its parameters: otherwise the many
                 # parameter combinations of one trigger (confirm) crowd out the
                 # rare probes that matter (a stale worker's begin_submit).
-                triggers = sorted({a.trigger for a in choices},
-                                  key=lambda t: (t not in WORKER_FIRST, t))
-                trigger = data.draw(st.sampled_from(triggers), label="forbidden trigger")
-                action = data.draw(st.sampled_from([a for a in choices if a.trigger == trigger]),
-                                   label="forbidden")
+                by_trigger = self.run.plans.forbidden_by_trigger(choices)
+                group = by_trigger[data.draw(_index(len(by_trigger)), label="forbidden trigger")]
+                action = group[data.draw(_index(len(group)), label="forbidden")]
             try:
                 self.run.apply(action)
             finally:
                 _merge(record.fired, self.run.fired)
                 _merge(record.edges, self.run.edges)
+                _merge(record.cases, self.run.cases)
                 self.seen.update(self.run.fired)
-                self.run.fired, self.run.edges = {}, {}
+                self.run.fired, self.run.edges, self.run.cases = {}, {}, {}
             self.deepest = max(self.deepest, *(protocol.view(c).get("submissions", 0)
                                                for c in self.run.configs))
 
@@ -312,9 +646,23 @@ def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:
         total[k] = total.get(k, 0) + n
 
 
+_TOURS: dict[tuple[int, frozenset[str]], tuple[Protocol, list[list[Action]]]] = {}
+
+
 def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
+    """:func:`directed_tour`, computed once per protocol object (a search of the whole space)."""
+    key = (id(protocol), frozenset(forbidden))
+    found = _TOURS.get(key)
+    if found is None or found[0] is not protocol:
+        found = _TOURS[key] = (protocol, directed_tour(protocol, forbidden))
+    return found[1]
+
+
+def directed_tour(protocol: Protocol,
+                  forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
     """For every transition, the shortest run of one instance that fires it, and that run
-    extended by each step that can follow it; and for every
+    extended by each step that can follow it; for every edge, guard alternative and value of
+    a two-valued variable at an edge, the shortest run that fires it; and for every
     guard of a transition a caller may be refused, the shortest run to a state where that
     guard alone refuses it, ending in the refused action.
 
@@ -326,6 +674,11 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
     parent: dict[Config, tuple[Config, Action] | None] = {start: None}
     frontier, paths, probes = [start], {}, {}
     pairs: dict[tuple[str, str], list[Action]] = {}
+    ways: dict[tuple[str, ...], list[Action]] = {}
+    # Every edge is also fired with each value of each two-valued variable where it can be:
+    # a cancel request, a clarification, a re-run change what a step must do (Q21: success
+    # stands over a cancel request), and a random campaign may miss the combination.
+    flags = [v.name for v in protocol.variables if not v.ghost and len(v.domain) == 2]
     while frontier:
         nxt = []
         for c in frontier:
@@ -340,6 +693,16 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
                         pair = (label, transition_label(then.transition))
                         follow = Action(0, then.transition.trigger, then.params)
                         pairs.setdefault(pair, [*paths[label], follow])
+                # Every edge (from, to, trigger) and every alternative of a disjunctive guard
+                # gets its own shortest run: a transition with several sources or ways in is
+                # not covered by firing it once.
+                v = protocol.view(c)
+                for key in (("edge", *edge_key(c, s)),
+                            *(("case", label, g.name, case) for g in s.transition.guards
+                              if (case := g.case(v, s.params)) is not None),
+                            *(("flag", *edge_key(c, s), f, repr(v[f])) for f in flags)):
+                    if key not in ways:
+                        ways[key] = [*_path_to(parent, c), action]
                 if s.after not in parent:
                     parent[s.after] = (c, action)
                     nxt.append(s.after)
@@ -349,7 +712,18 @@ def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[li
         frontier = nxt
     fires = [paths[transition_label(t)] for t in protocol.transitions
              if transition_label(t) in paths]
-    return fires + [pairs[k] for k in sorted(pairs)] + [probes[k] for k in sorted(probes)]
+    known = {_path_text(path) for path in fires}
+    more = []
+    for k in sorted(ways, key=repr):
+        if (text := _path_text(ways[k])) not in known:
+            known.add(text)
+            more.append(ways[k])
+    return (fires + more + [pairs[k] for k in sorted(pairs)]
+            + [probes[k] for k in sorted(probes)])
+
+
+def _path_text(path: Sequence[Action]) -> tuple[str, ...]:
+    return tuple(a.text() for a in path)
 
 
 def _refusals(protocol: Protocol, c: Config,
@@ -390,6 +764,7 @@ def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
         message = replay(protocol, factory, instances, forbidden, path, keep=runs)
         _merge(record.fired, runs[0].fired)
         _merge(record.edges, runs[0].edges)
+        _merge(record.cases, runs[0].cases)
         record.trace_events += runs[0].trace_events
         record.trace_failure = record.trace_failure or runs[0].trace_problem
         if message is not None:
@@ -405,22 +780,50 @@ def _failed(record: Record, name: str, steps: list[Action], message: str, *,
         message = replay(protocol, factory, instances, forbidden, steps) or message
     record.steps = steps
     record.failure = failure_text(name, message, steps)
-    record.itf_path = write_counterexample(protocol, name, message, steps, factory, instances,
-                                           forbidden)
+    try:
+        record.itf_path = write_counterexample(protocol, name, message, steps, factory, instances,
+                                               forbidden, out=record.out)
+    except CounterexampleWriteError as exc:
+        record.counterexample_error = str(exc)
     return record
 
 
+def _adapter_error(exc: BaseException) -> AdapterError | None:
+    if isinstance(exc, AdapterError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _adapter_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
-                 seed: int | None = None, *, minimise: bool = True) -> Record:
+                 seed: int | None = None, *, minimise: bool = True,
+                 out: Path | None = None) -> Record:
     """Run a lockstep campaign: the coverage tour, then Hypothesis's random runs.
 
-    On failure the run is minimised and written as a counterexample. With
-    ``seed`` the campaign is reproducible.
+    On failure the run is minimised and written as a counterexample (into
+    ``out``, by default ``./settled-counterexamples``). With ``seed`` the
+    campaign is reproducible. An adapter that breaks its contract ends the
+    campaign with ``adapter_error`` set: neither a pass nor a divergence.
     """
     record: Record = machine.record  # type: ignore[attr-defined]
     record.__init__()  # type: ignore[misc]
     record.spec = machine.spec  # type: ignore[attr-defined]
+    record.out = out
     start = time.perf_counter()
+    try:
+        return _campaign(machine, record, profile, seed, minimise, start)
+    except AdapterError as exc:
+        record.adapter_error = str(exc)
+        record.failure = None
+        return record
+
+
+def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: settings,
+              seed: int | None, minimise: bool, start: float) -> Record:
     if run_tour(machine) is not None:
         record.seconds_to_failure = time.perf_counter() - start
         return record
@@ -432,6 +835,9 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
     try:
         test()
     except Exception as exc:
+        adapter = _adapter_error(exc)
+        if adapter is not None:
+            raise adapter from None
         record.seconds_to_failure = time.perf_counter() - start
         # Hypothesis replays the failing example last, so teardown recorded its steps.
         protocol, factory, instances, forbidden = record.spec
@@ -463,7 +869,7 @@ def replay(protocol: Protocol, factory: AdapterFactory, instances: int, forbidde
     except Divergence as exc:
         run.adapter.close()
         return str(exc)
-    except Invalid:
+    except (Invalid, AdapterError):
         run.adapter.close()
         raise
     try:
@@ -514,17 +920,28 @@ def failure_text(name: str, message: str, steps: Sequence[Action]) -> str:
     return f"{name}: {message}\nreplayable steps ({len(steps)}):\n{listing}"
 
 
-def counterexample_dir() -> Path:
-    return Path(os.environ.get("SETTLED_COUNTEREXAMPLES",
-                               Path(tempfile.gettempdir()) / "settled-counterexamples"))
+class CounterexampleWriteError(OSError):
+    """A counterexample could not be written: its own error, never a pass."""
+
+
+def counterexample_dir(out: Path | None = None) -> Path:
+    """``out``, else $SETTLED_COUNTEREXAMPLES, else ``./settled-counterexamples``."""
+    if out is not None:
+        return Path(out)
+    env = os.environ.get("SETTLED_COUNTEREXAMPLES")
+    return Path(env) if env else Path.cwd() / "settled-counterexamples"
 
 
 def write_counterexample(protocol: Protocol, name: str, message: str, steps: Sequence[Action],
                          factory: AdapterFactory, instances: int,
-                         forbidden: frozenset[str]) -> Path:
-    """The minimised run as an ITF trace of the model's configurations."""
+                         forbidden: frozenset[str], *, out: Path | None = None) -> Path:
+    """The minimised run as an ITF trace of the model's configurations, plus its step list.
+
+    Writes ``lockstep-NAME.itf.json`` and ``lockstep-NAME.steps.json`` (what
+    ``settled replay`` reads); :class:`CounterexampleWriteError` if either cannot be written.
+    """
     runs: list[Runner] = []
-    with contextlib.suppress(Invalid):
+    with contextlib.suppress(Invalid, AdapterError):
         replay(protocol, factory, instances, forbidden, steps, keep=runs)
     history = runs[0].history if runs else [tuple([protocol.initial_config()] * instances)]
     states: list[dict[str, Any]] = []
@@ -536,11 +953,36 @@ def write_counterexample(protocol: Protocol, name: str, message: str, steps: Seq
         states.append(state)
     actions = [(a.trigger, {"instance": a.instance, "refused": a.forbidden, **a.params})
                for a in steps][: len(states) - 1]
-    meta = {"status": "violation", "violated": message, "generator": f"settled lockstep {name}"}
+    meta = {"status": "violation", "violated": message, "generator": f"settled lockstep {name}",
+            "instances": instances}
     trace = _itf.itf_trace(protocol.name, sorted(states[0]), states[: len(actions) + 1], actions,
                            meta)
-    directory = counterexample_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"lockstep-{name}.itf.json"
-    _itf.write_itf(path, trace)
+    directory = counterexample_dir(out)
+    path = directory / f"lockstep-{_safe(name)}.itf.json"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _itf.write_itf(path, trace)
+        steps_file(directory / f"lockstep-{_safe(name)}.steps.json", protocol, instances, steps,
+                   message)
+    except OSError as exc:
+        raise CounterexampleWriteError(
+            f"cannot write the counterexample into {directory}: "
+            f"{exc.strerror or exc}; choose a writable folder with --out") from exc
     return path
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+STEPS_SCHEMA = "settled.lockstep-steps/1"
+
+
+def steps_file(path: Path, protocol: Protocol, instances: int, steps: Sequence[Action],
+               message: str) -> None:
+    """A counterexample as a step list (``settled.lockstep-steps/1``), for ``settled replay``."""
+    doc = {"schema": STEPS_SCHEMA, "machine": protocol.name, "instances": instances,
+           "divergence": message,
+           "steps": [{"instance": a.instance, "trigger": a.trigger, "params": dict(a.params),
+                      "refused": a.forbidden} for a in steps]}
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

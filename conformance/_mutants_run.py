@@ -105,7 +105,7 @@ def select_mutants(names: Iterable[str] | None = None) -> list[Mutant]:
 
 
 def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str] | None = None,
-                progress: Progress | None = None) -> MutantsReport:
+                progress: Progress | None = None, out: Path | None = None) -> MutantsReport:
     """Run the baseline, then every (or every named) mutant's campaign, one after another."""
     mutants = select_mutants(names)
     machines = list(SUITES) if names is None else sorted({m.machine for m in mutants})
@@ -114,36 +114,46 @@ def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str]
     for n, machine in enumerate(machines, start=1):
         if progress is not None:
             progress(n, total, f"baseline {machine}")
-        report.baseline.append(_baseline(machine, SUITES[machine](), profile, seed))
+        report.baseline.append(_baseline(machine, SUITES[machine](), profile, seed, out))
     for n, mutant in enumerate(mutants, start=len(machines) + 1):
         if progress is not None:
             progress(n, total, mutant.name)
-        report.mutants.append(_mutant(mutant, profile, seed))
+        report.mutants.append(_mutant(mutant, profile, seed, out))
     return report
 
 
-def _campaign(suite: Suite, name: str, profile: settings,
-              seed: int | None) -> tuple[Record | None, float, str | None]:
-    """The campaign's record and duration, or (None, duration, the kit's own error)."""
+def _campaign(suite: Suite, name: str, profile: settings, seed: int | None,
+              out: Path | None = None) -> tuple[Record | None, float, str | None]:
+    """The campaign's record and duration, or (None, duration, the kit's own error).
+
+    An adapter error is the kit's own error here: the bundled adapters broke their
+    contract, which is neither a kill nor a pass."""
     start = time.perf_counter()
     try:
-        record = run_lockstep(suite.lockstep(name), profile, seed=seed)
+        record = run_lockstep(suite.lockstep(name), profile, seed=seed, out=out)
     except Exception:  # the kit must not take the whole catalogue down with it
         return None, time.perf_counter() - start, f"the kit raised:\n{traceback.format_exc()}"
+    if record.adapter_error is not None:
+        return None, time.perf_counter() - start, f"adapter error: {record.adapter_error}"
     return record, time.perf_counter() - start, None
 
 
-def _baseline(machine: str, suite: Suite, profile: settings, seed: int | None) -> BaselineResult:
-    record, seconds, error = _campaign(suite, f"baseline-{machine}", profile, seed)
+def _baseline(machine: str, suite: Suite, profile: settings, seed: int | None,
+              out: Path | None = None) -> BaselineResult:
+    record, seconds, error = _campaign(suite, f"baseline-{machine}", profile, seed, out)
     failure = error if record is None else record.failure
     return BaselineResult(machine, failure is None, seconds, failure)
 
 
-def _mutant(mutant: Mutant, profile: settings, seed: int | None) -> MutantResult:
+def _mutant(mutant: Mutant, profile: settings, seed: int | None,
+            out: Path | None = None) -> MutantResult:
     suite = SUITES[mutant.machine](mutant.adapter_class)
-    record, seconds, error = _campaign(suite, mutant.name, profile, seed)
+    record, seconds, error = _campaign(suite, mutant.name, profile, seed, out)
     if record is None or record.failure is None:
         return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds, None, error)
     to_failure = record.seconds_to_failure if record.seconds_to_failure is not None else seconds
+    failure = record.failure
+    if record.counterexample_error:  # still a kill: the divergence was found, only not saved
+        failure = f"{failure}\nCOUNTEREXAMPLE NOT SAVED: {record.counterexample_error}"
     return MutantResult(mutant.name, mutant.rule, mutant.machine, True, to_failure,
-                        list(record.steps), record.failure, record.itf_path)
+                        list(record.steps), failure, record.itf_path)

@@ -17,15 +17,20 @@ the adversarial schedule the model allows.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import json
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from settled.conformance import Adapter, Refused
 from settled.impl._crash import CrashNow, CrashPoints
 from settled.impl._errors import CallerError
+from settled.impl._pg import release_store, scratch_store
 from settled.impl._platform import (
     APP_MONTHLY_SQL,
     Fault,
@@ -37,8 +42,6 @@ from settled.impl._store import QueryStore
 from settled.impl._worker import Worker
 from settled.model import Protocol, build_query_machine
 from settled.model._core import Value
-
-from ._adapter import Adapter, Refused
 
 MESSAGE_TEXT = "only the app channel, then execute"
 PART_OF_MESSAGE = "execute"
@@ -86,8 +89,59 @@ WORKER_CALLS: dict[str, str] = {
     "confirm_cancel": "settle_cancel",
     "cancel_confirmed": "settle_cancel",
 }
-# What the model may ask to be refused: caller actions that decide in one transaction.
-FORBIDDEN = frozenset({"confirm", "cancel", "revised", "begin_submit", "resubmit"})
+
+
+@functools.cache
+def _machine(workers: int) -> Protocol:
+    """The declaration, built and validated once per process, not once per run."""
+    return build_query_machine(workers=workers)
+
+
+_TEMPLATES: dict[tuple[type[QueryStore], int], tuple[Path, list[_Instance]]] = {}
+_TEMPLATE_DIRS: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _template(store_class: type[QueryStore], instances: int,
+              base: str | None) -> tuple[Path, list[_Instance]]:
+    """The files and instance handles of a freshly set-up run, made once per process."""
+    key = (store_class, instances)
+    found = _TEMPLATES.get(key)
+    if found is None:
+        tmp = tempfile.TemporaryDirectory(prefix="settled-template-", dir=base)
+        _TEMPLATE_DIRS.append(tmp)  # removed when the process ends
+        directory = Path(tmp.name)
+        platform = SyntheticPlatform(directory / "platform")
+        store = store_class(directory / "agent.db", platform)
+        items = [_Instance(store, n) for n in range(instances)]
+        for item in items:  # the notification a confirmation may quote, made in advance
+            item.notification = _side_notification(store, platform, directory / "agent.db",
+                                                   Worker, item)
+        store.close()  # the last connection to close checkpoints the WAL into the file
+        platform.close()
+        found = _TEMPLATES[key] = (directory, items)
+    return found
+
+
+def _side_notification(store: QueryStore, platform: SyntheticPlatform, store_path: Path | str,
+                       worker_class: type[Worker], item: _Instance) -> str:
+    """A real result notification in ``item``'s session, made by running a side query.
+
+    Its events are in the log like any other query's; the model's instance is
+    untouched because the side query has a task of its own.
+    """
+    side = store.create_task(item.user, item.session, {"side": True})
+    message = store.receive_message(item.session, item.user, "run the side query", CLOCK)
+    store.attribute_message(message.message_id, side.task_id)
+    query = store.request_query(side.task_id, APP_MONTHLY_SQL)
+    store.confirm(query.query_id, query.draft_version, query.condition_version,
+                  message.text, message.message_id, item.run)
+    with worker_class(store_path, platform, "side", lease_seconds=0) as w:
+        w.claim(query.query_id)
+        w.begin_submit(query.query_id)
+        w.call_submit(query.query_id)
+        platform.complete(query.query_id)
+        w.lookup(query.query_id)
+    return str(store.notifications(side.task_id)[0].message_id)
 
 
 class _Instance:
@@ -116,8 +170,9 @@ class QueryAdapter(Adapter):
     worker_class: type[Worker] = Worker
     store_class: type[QueryStore] = QueryStore
 
-    def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None) -> None:
-        self.protocol: Protocol = build_query_machine(workers=workers)
+    def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None,
+                 store: str | None = None) -> None:
+        self.protocol: Protocol = _machine(workers)
         self.instances = instances
         # Real files and transactions; on a RAM disk where there is one, so a
         # campaign of thousands of fsyncs measures the protocol, not the disk.
@@ -126,11 +181,22 @@ class QueryAdapter(Adapter):
         self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="settled-lockstep-",
                                                                         dir=base)
         self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
+        # A fresh run starts from a copy of a template (the orders filled, the schemas
+        # applied, each instance's task, run and message committed), made once per process:
+        # the same files a fresh setup writes, without its dozen commits per run.
+        # Not for a PostgreSQL store: its rows live in the database, not in the copied files.
+        template = None if directory or store is not None else _template(self.store_class, instances, base)
+        if template is not None:
+            shutil.copytree(template[0], self.dir, dirs_exist_ok=True)
         self.platform = SyntheticPlatform(self.dir / "platform")
-        self.store_path = self.dir / "agent.db"
+        # ``store``: a postgresql:// URL; each adapter gets a fresh schema in that
+        # database (dropped on close) instead of a fresh file.
+        self._scratch = None if store is None else scratch_store(store, "query")
+        self.store_path: Path | str = self._scratch or self.dir / "agent.db"
         self.store = self.store_class(self.store_path, self.platform)
         self.workers = [self._worker(w) for w in range(workers)]
-        self.items = [_Instance(self.store, n) for n in range(instances)]
+        self.items = ([copy.copy(item) for item in template[1]] if template is not None
+                      else [_Instance(self.store, n) for n in range(instances)])
 
     def _worker(self, w: int, crash: CrashPoints | None = None) -> Worker:
         return self.worker_class(self.store_path, self.platform, f"w{w}", lease_seconds=0,
@@ -173,7 +239,8 @@ class QueryAdapter(Adapter):
             item.run = self.store.start_run(item.session)
         elif trigger == "rerun":
             sql = self.store.query(qid).sql
-            item.reruns.append(self.store.request_query(item.task.task_id, sql).query_id)
+            # reassigned, not appended: a run's items are shallow copies of a template's
+            item.reruns = [*item.reruns, self.store.request_query(item.task.task_id, sql).query_id]
         elif trigger == "revised":
             self.store.request_query(item.task.task_id, REVISED_SQL, replaces_query_id=qid)
         elif trigger == "platform_succeeds":
@@ -254,27 +321,10 @@ class QueryAdapter(Adapter):
                 self.store.attribute_message(pending.message_id, item.task.task_id)
 
     def _notification_message(self, item: _Instance) -> str:
-        """A real result notification of this session, made once by running a side query.
-
-        Its events are in the log like any other query's; the model's instance
-        is untouched because the side query has a task of its own.
-        """
+        """A real result notification of this session (made with the template's files)."""
         if item.notification is None:
-            side = self.store.create_task(item.user, item.session, {"side": True})
-            message = self.store.receive_message(item.session, item.user, "run the side query",
-                                                 CLOCK)
-            self.store.attribute_message(message.message_id, side.task_id)
-            query = self.store.request_query(side.task_id, APP_MONTHLY_SQL)
-            self.store.confirm(query.query_id, query.draft_version, query.condition_version,
-                               message.text, message.message_id, item.run)
-            with self.worker_class(self.store_path, self.platform, "side", lease_seconds=0) as w:
-                w.claim(query.query_id)
-                w.begin_submit(query.query_id)
-                w.call_submit(query.query_id)
-                self.platform.complete(query.query_id)
-                w.lookup(query.query_id)
-            notes = self.store.notifications(side.task_id)
-            item.notification = notes[0].message_id
+            item.notification = _side_notification(self.store, self.platform, self.store_path,
+                                                   self.worker_class, item)
         return item.notification
 
     def _qid(self, item: _Instance) -> str:
@@ -340,6 +390,8 @@ class QueryAdapter(Adapter):
             w.close()
         self.store.close()
         self.platform.close()
+        if self._scratch is not None:
+            release_store(self._scratch, "query")
         if self._tmp is not None:
             self._tmp.cleanup()
 

@@ -8,10 +8,12 @@ build their lockstep machines from here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from hypothesis.stateful import RuleBasedStateMachine
+
 from settled.model import Protocol, build_query_machine
 
 from ._adapter import Adapter
@@ -31,24 +33,49 @@ class Suite:
                              forbidden=self.forbidden, name=name or self.machine)
 
 
-def query_suite(adapter_class: type[Adapter] | None = None) -> Suite:
-    from ._query_adapter import FORBIDDEN, QueryAdapter
+@functools.cache
+def _query_machine(workers: int) -> Protocol:
+    """Built once per process: campaigns share one protocol (and so one tour and contract)."""
+    return build_query_machine(workers=workers)
+
+
+def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
+    """``store``: a postgresql:// URL to run against (a fresh schema per run); default files."""
+    from ._query_adapter import QueryAdapter
 
     cls = adapter_class or QueryAdapter
-    return Suite("query", build_query_machine(workers=2), lambda: cls(3, 2),  # type: ignore[call-arg]
-                 instances=3, forbidden=FORBIDDEN)
+    protocol = _query_machine(2)
+    # An adapter class that takes no store (a user's own) is called as before.
+    extra = {} if store is None else {"store": store}
+    return Suite("query", protocol, lambda: cls(3, 2, **extra),  # type: ignore[call-arg]
+                 instances=3, forbidden=protocol.refusable)
 
 
-def approval_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+def approval_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
+    """``store``: a postgresql:// URL for the business store (a fresh schema per run)."""
     from settled.model import APPROVAL
 
-    from ._approval_adapter import FORBIDDEN, ApprovalAdapter
+    from ._approval_adapter import ApprovalAdapter
 
     cls = adapter_class or ApprovalAdapter
-    return Suite("approval", APPROVAL, lambda: cls(3), instances=3,  # type: ignore[call-arg]
-                 forbidden=FORBIDDEN)
+    extra = {} if store is None else {"store": store}
+    return Suite("approval", APPROVAL, lambda: cls(3, **extra),  # type: ignore[call-arg]
+                 instances=3, forbidden=APPROVAL.refusable)
 
 
 # machine name -> suite builder taking an optional adapter class (a mutant's)
 SUITES: dict[str, Callable[..., Suite]] = {"query": query_suite}
 SUITES["approval"] = approval_suite
+
+
+def ledger_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+    from settled.model import LEDGER
+
+    from ._ledger_adapter import LedgerAdapter
+
+    cls = adapter_class or LedgerAdapter
+    return Suite("ledger", LEDGER, lambda: cls(3), instances=3,  # type: ignore[call-arg]
+                 forbidden=LEDGER.refusable)
+
+
+SUITES["ledger"] = ledger_suite

@@ -48,6 +48,7 @@ from ._checkpoint import Call, CallState, CheckpointStore, SessionBusy, StateMov
 from ._db import DEFAULT_BUSY_TIMEOUT
 from ._display import DisplayEvent
 from ._errors import CallerError, InvalidInput, LookupFailed, NotAllowed
+from ._pg import is_url
 from ._reconciler import LookupAnswer, LookupStatus, lookup
 
 __all__ = [
@@ -175,7 +176,9 @@ class ApprovalRuntime:
                 or not approval_ttl > 0:
             raise InvalidInput(f"approval_ttl is {approval_ttl!r}; pass a number of seconds > 0")
         self._clock, self._hook, self._ttl, self._tools = clock, hook or _no_hook, approval_ttl, tools
-        self._business_path = Path(business_path)
+        # A file path, or a postgresql:// URL of the business store (see impl/_pg.py).
+        self._business_path: Path | str = (str(business_path) if is_url(business_path)
+                                            else Path(business_path))
         self._lookup = lookup_fn or self._lookup_business
         self._checkpoints = CheckpointStore.open(checkpoint_path, clock, busy_timeout=busy_timeout)
         try:

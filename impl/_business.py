@@ -24,15 +24,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
+from . import _pg
 from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
-from ._errors import IdempotencyConflict, InsufficientStock, InvalidInput, NotAllowed, NotFound
+from ._errors import (
+    Busy,
+    IdempotencyConflict,
+    InsufficientStock,
+    InvalidInput,
+    NotAllowed,
+    NotFound,
+)
+from ._pg import WriteConflict, is_url
 
 __all__ = [
     "DEFAULT_CATALOGUE",
@@ -88,6 +98,20 @@ Clock = Callable[[], float]
 """Seconds since the epoch; injectable so retention can be tested."""
 
 HOOK_POINTS: Final = ("handler_entered", "before_commit", "after_commit")
+MAX_CONFLICT_RETRIES: Final = 50  # PostgreSQL only: attempts of one call lost to concurrent ones
+
+
+def _unique_violation() -> type[Exception]:
+    """psycopg's UniqueViolation (two first calls with one token); a never-raised type without it."""
+    try:
+        from psycopg.errors import UniqueViolation
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        return _Never
+    return UniqueViolation
+
+
+class _Never(Exception):
+    """Stands for an error class that cannot occur."""
 TOOLS: Final = ("create_order", "cancel_order", "adjust_stock", "set_listing")
 
 MAX_TOKEN_CHARS: Final = 128
@@ -389,6 +413,27 @@ def _record(conn: sqlite3.Connection, token: str, request: tuple[str, JSON, str]
 
 
 def _connect_with_schema(path: str | Path, busy_timeout: float) -> sqlite3.Connection:
+    if is_url(path):
+        # SERIALIZABLE, deliberately. Every tool call is read-decide-write over
+        # several rows: the token's record (W2/W3), the stock of each SKU, the
+        # order's state (W6). SQLite gets that right by running one writer at a
+        # time (BEGIN IMMEDIATE). Under PostgreSQL's default READ COMMITTED, two
+        # calls with one token would both read "absent" and both apply, and two
+        # orders could both read the same stock. Serializable snapshot isolation
+        # promises the outcome of *some* serial order, so the code above stays
+        # correct unchanged; the losing transaction of a conflicting pair is
+        # aborted (SQLSTATE 40001, or a unique violation on the token) having
+        # written nothing, and BusinessStore.execute runs the whole call again
+        # from the start, where it now finds the winner's record and replays it
+        # (W2). Row locks alone (FOR UPDATE) would not cover the token that is
+        # *absent*: there is no row yet to lock.
+        pg = _pg.connect(str(path), _pg.USER_SIDE, busy_timeout)
+        try:
+            _pg.apply_schema(pg, SCHEMA, SCHEMA_VERSION, "business")
+        except BaseException:
+            pg.close()
+            raise
+        return cast(sqlite3.Connection, pg)
     conn = connect(path, busy_timeout)
     try:
         apply_schema(conn, SCHEMA, SCHEMA_VERSION, "business")
@@ -408,6 +453,7 @@ class BusinessStore:
     def __init__(self, conn: sqlite3.Connection, *, now: Clock = time.time,
                  hook: Hook | None = None) -> None:
         self._conn = conn
+        self._location = str(getattr(conn, "url", ""))
         self._now = now
         self._hook = hook or _no_hook
 
@@ -428,7 +474,7 @@ class BusinessStore:
     def open(cls, path: str | Path, *, now: Clock = time.time, hook: Hook | None = None,
              busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> BusinessStore:
         """Open an existing business file (for example after a crash), never creating one."""
-        if not Path(path).is_file():
+        if not is_url(path) and not Path(path).is_file():
             raise NotFound(f"no business database at {str(path)!r}; create it with "
                            "BusinessStore.create")
         return cls(_connect_with_schema(path, busy_timeout), now=now, hook=hook)
@@ -472,14 +518,26 @@ class BusinessStore:
         # two calls with one token cannot both see "absent" and both apply, and two orders
         # cannot both read the same stock and both take it (W6). Waiting for the lock is
         # bounded by the busy timeout and surfaces as Busy.
-        with write(self._conn) as conn:
-            first = self._first_result(conn, token, tool, wanted)
-            if first is not None:
-                return first
-            now = self._now()  # one instant for the business rows and the record
-            result = _APPLIERS[tool](conn, normalized, now)
-            stored = _record(conn, token, (tool, normalized, wanted), result, now)
-            self._hook("before_commit")
+        for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
+            try:
+                with write(self._conn) as conn:
+                    first = self._first_result(conn, token, tool, wanted)
+                    if first is not None:
+                        return first
+                    now = self._now()  # one instant for the business rows and the record
+                    result = _APPLIERS[tool](conn, normalized, now)
+                    stored = _record(conn, token, (tool, normalized, wanted), result, now)
+                    self._hook("before_commit")
+                break
+            except (WriteConflict, _unique_violation()) as exc:
+                # PostgreSQL only (SQLite's single writer never conflicts): a
+                # concurrent call won; nothing of this attempt was written. The
+                # whole call runs again and now sees the winner's rows.
+                if attempt == MAX_CONFLICT_RETRIES:
+                    raise Busy(f"client_token {token!r}: {attempt} attempts in a row lost to "
+                               "concurrent writers; nothing was written, retry the same call") \
+                        from exc
+                time.sleep(random.uniform(0, 0.002 * attempt))
         self._hook("after_commit")
         return stored
 
@@ -512,11 +570,13 @@ class BusinessStore:
             raise InvalidInput(f"in_flight is the string {_show(in_flight)}; pass a set of tokens")
         cutoff = (self._now() if now is None else now) - age
         protected = json.dumps(sorted(set(in_flight)))
+        members = ("SELECT jsonb_array_elements_text(?::jsonb)" if is_url(self._location)
+                   else "SELECT value FROM json_each(?)")
         with write(self._conn) as conn:
             cursor = conn.execute(
                 "DELETE FROM mutation_requests WHERE created_at < ? "
-                "AND client_token NOT IN (SELECT value FROM json_each(?))", (cutoff, protected))
-            return cursor.rowcount
+                f"AND client_token NOT IN ({members})", (cutoff, protected))
+            return int(cursor.rowcount)
 
     def stock(self, sku: str) -> int:
         """Current stock of ``sku`` (a read, outside any write)."""

@@ -34,10 +34,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from ..model.approval import ApprovalState
 from ._business import canonical_json
 from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
+from ._declared import require_declared
 from ._display import DISPLAY_SCHEMA, DisplayEvent, append_event, events_since
 from ._errors import Busy, InvalidInput, NotAllowed, NotFound
 
@@ -101,25 +103,20 @@ DEFAULT_LOCK_TTL: Final = 600.0
 _PROPOSED: Final = "proposed"  # the model's state before the first checkpoint; never stored
 
 
-class CallState(StrEnum):
-    """The states a checkpoint can hold: the model's states minus two it cannot see.
+# The states a checkpoint can hold: the approval model's states minus two it cannot see.
+# ``proposed`` is never durable, and ``committed`` (the business commit happened) is only
+# known to the business store: the checkpoint still says ``executing``.
+NOT_CHECKPOINTED: Final = frozenset({ApprovalState.PROPOSED, ApprovalState.COMMITTED})
 
-    ``proposed`` is never durable, and ``committed`` (the business commit happened)
-    is only known to the business store: the checkpoint still says ``executing``.
-    """
-
-    PENDING = "pending_approval"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-    EXECUTING = "executing"
-    RESULT_CHECKPOINTED = "result_checkpointed"
-    ANSWERED = "answered"
-    FAILED = "failed"
-    RECOVERING = "recovering"
-    UNKNOWN = "unknown"
-    RECONCILED = "reconciled"
+if TYPE_CHECKING:
+    # The checker sees the model's enum (same names, same values); at run time the two
+    # states above are absent, so ``CallState("committed")`` is a ValueError.
+    CallState: TypeAlias = ApprovalState
+else:
+    CallState = StrEnum("CallState", [(s.name, s.value) for s in ApprovalState
+                                      if s not in NOT_CHECKPOINTED], module=__name__)
+    CallState.__doc__ = ("The states a checkpoint can hold: the approval model's states "
+                         "minus proposed and committed (derived from model/approval.py).")
 
 
 class SessionBusy(Busy):
@@ -285,6 +282,7 @@ class CheckpointStore:
     @staticmethod
     def _log(conn: sqlite3.Connection, call: Call, event: str, move: tuple[str, CallState],
              display: tuple[str, Mapping[str, Any]] | None, now: float) -> None:
+        require_declared("approval", event, move[0], move[1].value)
         last = conn.execute("SELECT MAX(seq) FROM call_events WHERE call_id = ?",
                             (call.call_id,)).fetchone()[0]
         logged = canonical_json(_logged_vars(conn, call.call_id, move, now))

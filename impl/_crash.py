@@ -8,8 +8,9 @@ leaves exactly the state a real power cut at that moment would leave:
 - ``after_platform_stored``: the submit call returned (with no fault armed
   the platform stored the submission), the worker has not recorded what it
   learnt (Q13); the model's ``crash_after_platform_stored``;
-- ``after_terminal_stored``: the terminal state is committed, the result
-  notification is not yet queued (Q24, Q25); recovery queues it.
+- ``after_terminal_stored``: the terminal state and its result
+  notification are committed (one transaction), the worker has not gone
+  on; recovery must neither lose nor repeat the notification (Q24, Q25).
 
 A :class:`CrashPoints` object is armed with the points to die at and a mode:
 ``"raise"`` raises :class:`CrashNow`, which unwinds without any cleanup (the

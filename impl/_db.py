@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from ._errors import Busy
@@ -31,9 +31,29 @@ def connect(path: str | Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> sql
     return conn
 
 
+def write(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; roll back on any error, ``Busy`` on lock timeout.
+
+    A PostgreSQL connection (:class:`._pg.PgConnection`) opens its own kind of
+    transaction instead (see :mod:`._pg` for its isolation levels).
+    """
+    if not isinstance(conn, sqlite3.Connection):
+        return conn.write()  # type: ignore[unreachable, unused-ignore]
+    return _write_sqlite(conn)
+
+
+def row_lock(conn: sqlite3.Connection) -> str:
+    """`` FOR UPDATE`` inside a PostgreSQL write transaction; SQLite's write lock covers every row."""
+    return str(getattr(conn, "row_lock", "")) if conn.in_transaction else ""
+
+
+def skip_locked(conn: sqlite3.Connection) -> str:
+    """`` FOR UPDATE SKIP LOCKED`` on PostgreSQL (a row another worker is stepping is skipped)."""
+    return str(getattr(conn, "skip_locked", "")) if conn.in_transaction else ""
+
+
 @contextmanager
-def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``; roll back on any error, ``Busy`` on lock timeout."""
+def _write_sqlite(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
@@ -74,6 +94,19 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def next_message_seq(conn: sqlite3.Connection) -> int:
+    """The next ``messages.seq``, inside the caller's write transaction.
+
+    Under ``BEGIN IMMEDIATE`` one writer at a time reads the maximum, so
+    ``MAX + 1`` is unique; a PostgreSQL connection draws from a sequence
+    instead (its writers run side by side).
+    """
+    draw = getattr(conn, "next_message_seq", None)
+    if draw is not None:
+        return int(draw())
+    return int(conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages").fetchone()[0])
 
 
 def apply_schema(conn: sqlite3.Connection, schema: str, version: int, name: str) -> None:

@@ -34,11 +34,14 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ..model.query import QueryState
+from . import _pg
 from ._db import connect
+from ._declared import require_declared
 from ._errors import NotFound
+from ._pg import is_url
 
 __all__ = [
     "MACHINE",
@@ -92,6 +95,7 @@ def append_event(conn: sqlite3.Connection, query_id: str, trigger: str, params: 
     if not conn.in_transaction:
         raise RuntimeError("append_event needs the caller's write transaction: an event commits "
                            "with the state change it records, or not at all")
+    require_declared("query", trigger, QueryState(from_state).value, QueryState(to_state).value)
     seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM query_events WHERE query_id = ?",
                        (query_id,)).fetchone()[0]
     conn.execute(
@@ -158,13 +162,17 @@ def _trace_row(row: sqlite3.Row) -> EventRow:
 
 def _require_store(db_path: str | Path) -> None:
     # connect() would create an empty file; exporting nothing from a typo is worse than an error.
+    if is_url(db_path):
+        return  # a server says for itself whether the store is there
     if not Path(db_path).is_file():
         raise NotFound(f"no query store at {str(db_path)!r}; pass the path of an existing store file")
 
 
 def iter_trace(db_path: str | Path) -> Iterator[EventRow]:
+    """The log of the store at ``db_path``: a file, or a postgresql:// URL (read, never created)."""
     _require_store(db_path)
-    conn = connect(db_path)
+    conn = (cast(sqlite3.Connection, _pg.connect(str(db_path))) if is_url(db_path)
+            else connect(db_path))
     try:
         yield from events(conn)
     finally:

@@ -340,7 +340,7 @@ class Sandbox:
 
     def __init__(self, path: Path) -> None:
         self._conn = sqlite3.connect(
-            path.as_uri() + "?mode=ro", uri=True, isolation_level=None, timeout=DEFAULT_BUSY_TIMEOUT
+            path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None, timeout=DEFAULT_BUSY_TIMEOUT
         )
         self._denied: list[str] = []
         self._ticks = 0

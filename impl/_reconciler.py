@@ -17,7 +17,8 @@ a file without the table — raises :class:`LookupFailed`. A failed lookup is
 that nothing was committed, and answering ``absent`` would turn the most
 dangerous failure into permission to write again.
 
-The lookup never writes: a path is opened with ``mode=ro``, and a connection
+The lookup never writes: a path is opened with ``mode=ro``, a PostgreSQL URL
+(``postgresql://…``) gets a read-only session, and a connection
 passed in only ever runs one ``SELECT``. Normalization is the business store's
 own (:func:`normalize`, :func:`fingerprint` are re-exported here), so the
 runtime and the store can never disagree about what "same arguments" means.
@@ -33,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import _pg
 from ._business import TOOLS, check_token, fingerprint, normalize
 from ._db import DEFAULT_BUSY_TIMEOUT
 from ._errors import InvalidInput, LookupFailed
+from ._pg import is_url
 
 __all__ = [
     "LookupAnswer",
@@ -99,6 +102,8 @@ def _read_record(source: str | Path | sqlite3.Connection, token: str,
                  timeout: float) -> tuple[str, str, str] | None:
     if isinstance(source, sqlite3.Connection):
         return _select(source, token, source_name="the given connection")
+    if is_url(source):
+        return _select_pg(str(source), token, timeout)
     try:
         # mode=ro: the lookup can neither write nor create a missing file (which would
         # otherwise turn "file gone" into an empty database and a false "absent").
@@ -122,6 +127,23 @@ def _select(conn: sqlite3.Connection, token: str,
         row = cursor.execute(_RECORD_SQL, (token,)).fetchone()
     except sqlite3.Error as exc:
         raise _failed(token, source_name, exc) from exc
+    if row is None:
+        return None
+    tool, stored_fingerprint, result = row
+    return str(tool), str(stored_fingerprint), str(result)
+
+
+def _select_pg(url: str, token: str, timeout: float) -> tuple[str, str, str] | None:
+    """The same SELECT on PostgreSQL, in a READ ONLY transaction (it can never write)."""
+    import psycopg
+
+    name = _pg.redact(url)
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout))) as conn:
+            conn.execute("SET default_transaction_read_only = on")
+            row = conn.execute(_RECORD_SQL.replace("?", "%s"), (token,)).fetchone()
+    except psycopg.Error as exc:
+        raise _failed(token, name, exc) from exc
     if row is None:
         return None
     tool, stored_fingerprint, result = row

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 from ..model.query import QueryState
+from . import _pg
 from ._db import apply_schema, connect, write
+from ._pg import is_url
 
 __all__ = ["SCHEMA", "SCHEMA_NAME", "SCHEMA_VERSION", "open_store"]
 
@@ -139,8 +141,32 @@ _APPEND_ONLY: Final = (
 )
 
 
-def open_store(path: str | Path) -> sqlite3.Connection:
-    """Open (creating on first use) the query store at ``path``."""
+# The same guarantees on PostgreSQL: a trigger function refuses changes to the
+# log, and messages.seq is drawn from a sequence (see impl/_pg.py).
+_PG_EXTRA: Final = (
+    "CREATE OR REPLACE FUNCTION query_events_append_only() RETURNS trigger LANGUAGE plpgsql "
+    "AS $$ BEGIN RAISE EXCEPTION 'query_events is append-only'; END $$",
+    "CREATE TRIGGER query_events_no_change BEFORE UPDATE OR DELETE ON query_events "
+    "FOR EACH ROW EXECUTE FUNCTION query_events_append_only()",
+    "CREATE SEQUENCE messages_seq_draw",
+)
+
+
+def open_store(path: str | Path, *, worker: bool = False) -> sqlite3.Connection:
+    """Open (creating on first use) the query store at ``path``: a file, or a PostgreSQL URL.
+
+    On PostgreSQL a worker's connection runs its transactions READ COMMITTED
+    with row locks and the user's side SERIALIZABLE (see :mod:`._pg`).
+    """
+    if is_url(path):
+        pg = _pg.connect(str(path), _pg.WORKER_SIDE if worker else _pg.USER_SIDE)
+        try:
+            _pg.apply_schema(pg, SCHEMA, SCHEMA_VERSION, SCHEMA_NAME, _PG_EXTRA)
+        except BaseException:
+            pg.close()
+            raise
+        # It speaks the subset of sqlite3.Connection the store and worker use.
+        return cast(sqlite3.Connection, pg)
     conn = connect(path)
     try:
         apply_schema(conn, SCHEMA, SCHEMA_VERSION, SCHEMA_NAME)

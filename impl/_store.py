@@ -6,7 +6,10 @@ fix), then runs ONE ``BEGIN IMMEDIATE`` transaction that re-reads every row
 its decision depends on, checks the protocol, and writes. Any refusal raised
 inside the transaction rolls it back, so a refused call changes no row. The
 write lock is the session lock of Q9: receiving a message and confirming a
-query can never interleave.
+query can never interleave. On PostgreSQL (``path`` a ``postgresql://`` URL)
+the same transaction runs SERIALIZABLE, which gives the same guarantee: a
+concurrent writer that would make the decision stale aborts one side with
+:class:`._pg.WriteConflict`, nothing written (see :mod:`._pg`).
 
 A query's state changes only through :func:`._events.apply_step`, which logs
 the model's event in the same transaction. The store fires the user's
@@ -33,7 +36,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..model.query import LIVE, QueryState
-from ._db import write
+from ._db import next_message_seq, row_lock, write
 from ._errors import (
     IdempotencyConflict,
     InvalidInput,
@@ -44,6 +47,7 @@ from ._errors import (
 )
 from ._events import EventRow, apply_step, events, query_vars
 from ._orders_data import shape_problem
+from ._pg import is_url
 from ._platform import SyntheticPlatform
 from ._schema import open_store
 
@@ -273,14 +277,16 @@ def require_clock(value: object) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------- row reads
 def task_row(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row:
-    row: sqlite3.Row | None = conn.execute("SELECT * FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM tasks WHERE task_id = ?" + row_lock(conn),
+                                           (task_id,)).fetchone()
     if row is None:
         raise NotFound(f"no task {task_id!r}; create it first or pass an id create_task returned")
     return row
 
 
 def query_row(conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
-    row: sqlite3.Row | None = conn.execute("SELECT * FROM queries WHERE query_id = ?", (query_id,)).fetchone()
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM queries WHERE query_id = ?" + row_lock(conn),
+                                           (query_id,)).fetchone()
     if row is None:
         raise NotFound(f"no query {query_id!r}; pass an id request_query returned")
     return row
@@ -300,7 +306,8 @@ class QueryStore:
 
     def __init__(self, path: str | Path, platform: SyntheticPlatform,
                  clock: Clock | None = None) -> None:
-        self.path = Path(path)
+        # A file path, or a postgresql:// URL (see impl/_pg.py); workers open the same.
+        self.path: Path | str = str(path) if is_url(path) else Path(path)
         self.platform = platform
         self._clock: Clock = clock or utc_now
         self._conn = open_store(self.path)
@@ -444,12 +451,16 @@ class QueryStore:
 
     # ---------------------------------------------------------------- messages (M1, Q9, Q10)
     def receive_message(self, session_id: str, user_id: str, text: str,
-                        clock: tuple[datetime, str], message_id: str | None = None) -> Message:
+                        clock: tuple[datetime, str], message_id: str | None = None,
+                        task_id: str | None = None) -> Message:
         """Store a user message with its request clock; pending until attributed (Q9).
 
         A ``message_id`` the caller already used (a recovered delivery) returns
         the stored message with its original clock (M1); other content under
-        the same id is an :class:`IdempotencyConflict`.
+        the same id is an :class:`IdempotencyConflict`. Where the attribution
+        is known at once, ``task_id`` attributes the message in the same
+        transaction (one commit instead of two; the same checks as
+        :meth:`attribute_message`, and a refusal stores nothing).
         """
         require_id("session_id", session_id)
         require_id("user_id", user_id)
@@ -457,6 +468,8 @@ class QueryStore:
         instant, zone = require_clock(clock)
         if message_id is not None:
             require_id("message_id", message_id)
+        if task_id is not None:
+            require_id("task_id", task_id)
         wanted = message_id or new_id("msg")
         with write(self._conn) as conn:  # the session lock of Q9
             old = conn.execute("SELECT * FROM messages WHERE message_id = ?", (wanted,)).fetchone()
@@ -466,13 +479,18 @@ class QueryStore:
                     raise IdempotencyConflict(
                         f"message_id {wanted!r} was received with other content; a redelivery "
                         "must carry the same session, user and text, a new message needs a new id")
+                if task_id is not None:
+                    self._attribute_in(conn, old, task_id)
+                    return Message.from_row(message_row(conn, wanted))
                 return Message.from_row(old)
-            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages").fetchone()[0]
+            seq = next_message_seq(conn)
             conn.execute(
                 "INSERT INTO messages (message_id, seq, session_id, user_id, text, kind, "
                 "request_clock_utc, time_zone, attribution, received_at) "
                 "VALUES (?, ?, ?, ?, ?, 'user', ?, ?, 'pending', ?)",
                 (wanted, seq, session_id, user_id, text, instant, zone, self._now()))
+            if task_id is not None:
+                self._attribute_in(conn, message_row(conn, wanted), task_id)
         return self.message(wanted)
 
     def message(self, message_id: str) -> Message:
@@ -483,20 +501,24 @@ class QueryStore:
         require_id("message_id", message_id)
         require_id("task_id", task_id)
         with write(self._conn) as conn:
-            message = self._user_message(conn, message_id, "attribute")
-            task = task_row(conn, task_id)
-            if (task["session_id"], task["user_id"]) != (message["session_id"], message["user_id"]):
-                raise NotAllowed(f"cannot attribute message {message_id!r} to task {task_id!r}: the "
-                                 "task belongs to another session or user; pick a task of the "
-                                 "message's own session")
-            if message["attribution"] == "attributed":
-                if message["task_id"] == task_id:
-                    return Message.from_row(message)
-                raise NotAllowed(f"message {message_id!r} is already attributed to task "
-                                 f"{message['task_id']!r}; an attribution is not moved")
-            conn.execute("UPDATE messages SET attribution = 'attributed', task_id = ? "
-                         "WHERE message_id = ?", (task_id, message_id))
+            self._attribute_in(conn, self._user_message(conn, message_id, "attribute"), task_id)
         return self.message(message_id)
+
+    @staticmethod
+    def _attribute_in(conn: sqlite3.Connection, message: sqlite3.Row, task_id: str) -> None:
+        message_id = message["message_id"]
+        task = task_row(conn, task_id)
+        if (task["session_id"], task["user_id"]) != (message["session_id"], message["user_id"]):
+            raise NotAllowed(f"cannot attribute message {message_id!r} to task {task_id!r}: the "
+                             "task belongs to another session or user; pick a task of the "
+                             "message's own session")
+        if message["attribution"] == "attributed":
+            if message["task_id"] == task_id:
+                return
+            raise NotAllowed(f"message {message_id!r} is already attributed to task "
+                             f"{message['task_id']!r}; an attribution is not moved")
+        conn.execute("UPDATE messages SET attribution = 'attributed', task_id = ? "
+                     "WHERE message_id = ?", (task_id, message_id))
 
     def fail_message(self, message_id: str) -> Message:
         """Record that attributing ``message_id`` failed (e.g. a model timeout); it blocks (Q10)."""

@@ -22,11 +22,19 @@ chain them for normal operation.
 - :meth:`Worker.settle_cancel` turns a cancel request into the platform's
   evidence: cancelled, or the outcome that already happened (Q21).
 
-A terminal outcome is committed first, then its result notification is
-queued in a second transaction. The gap is deliberate and named
-(``after_terminal_stored``): a worker that dies there left a settled query
-with no notification, and :meth:`Worker.recover_notifications` (run at the
-start of every :meth:`Worker.run_once`) queues it exactly once.
+A terminal outcome and its result notification commit in one transaction,
+so no crash can leave a settled query without its notification
+(``after_terminal_stored`` is the instant after that commit).
+:meth:`Worker.recover_notifications` (run at the start of every
+:meth:`Worker.run_once`) still queues one for a settled query that has none,
+e.g. in a store written by an older version.
+
+Durable commits on the happy path: :meth:`Worker.run_once` claims a queued
+query and takes its ``begin_submit`` in one transaction (both events logged,
+in order), records the submit answer in a second and the settling evidence
+with its notification in a third. Every commit that precedes a platform call
+is durable before the call (``synchronous=FULL``; ``synchronous_commit=on``
+on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -42,9 +50,10 @@ from typing import Any, Final
 from ..model.query import LIVE, MAX_SUBMISSIONS
 from ..model.query import QueryState as S
 from ._crash import CrashPoints
-from ._db import write
-from ._errors import InvalidInput, NotAllowed, PlatformUnavailable, StaleLease
+from ._db import next_message_seq, skip_locked, write
+from ._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
 from ._events import apply_step
+from ._pg import WriteConflict
 from ._platform import LookupAnswer, PlatformStatus, SyntheticPlatform
 from ._schema import open_store
 from ._store import Clock, iso, message_row, new_id, query_row, require_id, task_row, utc_now
@@ -75,7 +84,7 @@ class Worker:
         self.held: dict[str, int] = {}  # query_id -> the lease_epoch this worker claimed with
         self._clock: Clock = clock or utc_now
         self._crash = crash or CrashPoints()
-        self._conn = open_store(store_path)
+        self._conn = open_store(store_path, worker=True)
 
     def close(self) -> None:
         self._conn.close()
@@ -148,15 +157,18 @@ class Worker:
                          (SETTLED_PHASE[to_state], row["task_id"]))
         ref = (f"{self.platform.TARGET}/{self.platform.TARGET_VERSION}/{row['query_id']}"
                if result is not None else None)
-        return self._step(conn, row, trigger, to_state, {
+        state = self._step(conn, row, trigger, to_state, {
             "phase_moved": int(moved), "result_ref": ref,
             "result_json": None if result is None else json.dumps(result, ensure_ascii=False),
             "error": error, "settled_at": iso(self._now())})
+        # The notification commits with the outcome it tells (Q24, Q25): one
+        # commit, and no settled query without its notification after a crash.
+        self._queue_in(conn, row["query_id"], iso(self._now()))
+        return state
 
     def _after_commit(self, query_id: str, state: S) -> S:
         if state in SETTLED_PHASE:
             self._crash.hit("after_terminal_stored")
-            self.queue_notification(query_id)
         return state
 
     def _result(self, query_id: str) -> dict[str, Any]:
@@ -164,17 +176,25 @@ class Worker:
         return {"columns": list(found.columns), "rows": [list(r) for r in found.rows]}
 
     # ---------------------------------------------------------------- claim (Q11)
-    def claim(self, query_id: str | None = None) -> str | None:
-        """Claim ``query_id`` (NotAllowed if it cannot be claimed) or the oldest claimable query."""
+    def claim(self, query_id: str | None = None, *, begin_submit: bool = False) -> str | None:
+        """Claim ``query_id`` (NotAllowed if it cannot be claimed) or the oldest claimable query.
+
+        With ``begin_submit`` a claimed query that is ``queued`` also takes its
+        ``begin_submit`` step in the same transaction: two model transitions,
+        logged in order (claim, then begin_submit), one durable commit before
+        the platform call (Q11, Q12). The commit is as durable as the two were
+        apart; only the window between them, where nothing was learnt, is gone.
+        """
         now = self._now()
         with write(self._conn) as conn:
             if query_id is not None:
-                row = query_row(conn, require_id("query_id", query_id))
+                row = self._claim_row(conn, require_id("query_id", query_id))
                 reason = self._unclaimable(row, now)
                 if reason:
                     raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
             else:
-                found = next((r for r in self._live(conn) if not self._unclaimable(r, now)), None)
+                found = next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
+                             None)
                 if found is None:
                     return None
                 row = found
@@ -184,8 +204,36 @@ class Worker:
                        at=iso(now), epoch=row["lease_epoch"],
                        updates={"lease_epoch": epoch, "lease_owner": self.name,
                                 "lease_expires_at": self._expiry(now)})
+            submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
+            if submitting:
+                claimed = query_row(conn, row["query_id"])
+                self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
+                    "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
         self.held[row["query_id"]] = epoch
+        if submitting:
+            self._crash.hit("after_submitting_commit")
         return str(row["query_id"])
+
+    def _claim_row(self, conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
+        # SKIP LOCKED on PostgreSQL: a row another worker's transaction holds is
+        # not waited for; that worker is stepping it right now.
+        row: sqlite3.Row | None = conn.execute(
+            "SELECT * FROM queries WHERE query_id = ?" + skip_locked(conn), (query_id,)).fetchone()
+        if row is not None:
+            return row
+        if conn.execute("SELECT 1 FROM queries WHERE query_id = ?", (query_id,)).fetchone() is None:
+            raise NotFound(f"no query {query_id!r}; pass an id request_query returned")
+        raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: another worker's "
+                         "transaction holds its row right now; look again next pass")
+
+    @staticmethod
+    def _claimable(conn: sqlite3.Connection, now: datetime) -> list[sqlite3.Row]:
+        """Up to 8 live queries nobody holds a running lease on, oldest first (SKIP LOCKED)."""
+        marks = ", ".join("?" for _ in LIVE)
+        return conn.execute(
+            f"SELECT * FROM queries WHERE execution_state IN ({marks}) AND (lease_owner IS NULL "
+            "OR lease_expires_at IS NULL OR lease_expires_at <= ?) ORDER BY created_at, query_id "
+            "LIMIT 8" + skip_locked(conn), [*(s.value for s in LIVE), now.timestamp()]).fetchall()
 
     @staticmethod
     def _live(conn: sqlite3.Connection) -> list[sqlite3.Row]:
@@ -351,40 +399,45 @@ class Worker:
     # ---------------------------------------------------------------- notifications (Q24, Q25, M2)
     def queue_notification(self, query_id: str) -> str | None:
         """Queue the result notification of a settled query once; its id, or None if not due."""
-        now = iso(self._now())
+        require_id("query_id", query_id)
         with write(self._conn) as conn:
-            query = query_row(conn, require_id("query_id", query_id))
-            state = S(query["execution_state"])
-            if state not in SETTLED_PHASE or not query["submissions"] or not query["budget_message_id"]:
-                return None  # nothing ran on the platform: nothing to tell
-            old = conn.execute("SELECT notification_id FROM notifications WHERE query_id = ?",
-                               (query_id,)).fetchone()
-            if old is not None:
-                return str(old["notification_id"])
-            budget = message_row(conn, query["budget_message_id"])
-            task = task_row(conn, query["task_id"])
-            conditions = json.loads(conn.execute(
-                "SELECT conditions FROM task_conditions WHERE task_id = ? AND version = ?",
-                (query["task_id"], query["condition_version"])).fetchone()["conditions"])
-            result = None if query["result_json"] is None else json.loads(query["result_json"])
-            text = notification_text(query, task["condition_version"], conditions, result)
-            message_id, notification_id = new_id("msg"), new_id("note")
-            seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages").fetchone()[0]
-            # The notification is a message the agent reads, never one that
-            # authorizes (Q25); it inherits the budget message's clock (M2).
-            conn.execute(
-                "INSERT INTO messages (message_id, seq, session_id, user_id, text, kind, "
-                "request_clock_utc, time_zone, attribution, task_id, received_at) "
-                "VALUES (?, ?, ?, ?, ?, 'notification', ?, ?, 'attributed', ?, ?)",
-                (message_id, seq, query["session_id"], query["user_id"], text,
-                 budget["request_clock_utc"], budget["time_zone"], query["task_id"], now))
-            conn.execute(
-                "INSERT INTO notifications (notification_id, query_id, task_id, condition_version, "
-                "sql, outcome, result, budget_message_id, request_clock_utc, time_zone, "
-                "message_id, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (notification_id, query_id, query["task_id"], query["condition_version"],
-                 query["sql"], state.value, query["result_json"], budget["message_id"],
-                 budget["request_clock_utc"], budget["time_zone"], message_id, text, now))
+            return self._queue_in(conn, query_id, iso(self._now()))
+
+    @staticmethod
+    def _queue_in(conn: sqlite3.Connection, query_id: str, now: str) -> str | None:
+        """Queue the notification inside the caller's open transaction (see queue_notification)."""
+        query = query_row(conn, query_id)
+        state = S(query["execution_state"])
+        if state not in SETTLED_PHASE or not query["submissions"] or not query["budget_message_id"]:
+            return None  # nothing ran on the platform: nothing to tell
+        old = conn.execute("SELECT notification_id FROM notifications WHERE query_id = ?",
+                           (query_id,)).fetchone()
+        if old is not None:
+            return str(old["notification_id"])
+        budget = message_row(conn, query["budget_message_id"])
+        task = task_row(conn, query["task_id"])
+        conditions = json.loads(conn.execute(
+            "SELECT conditions FROM task_conditions WHERE task_id = ? AND version = ?",
+            (query["task_id"], query["condition_version"])).fetchone()["conditions"])
+        result = None if query["result_json"] is None else json.loads(query["result_json"])
+        text = notification_text(query, task["condition_version"], conditions, result)
+        message_id, notification_id = new_id("msg"), new_id("note")
+        seq = next_message_seq(conn)
+        # The notification is a message the agent reads, never one that
+        # authorizes (Q25); it inherits the budget message's clock (M2).
+        conn.execute(
+            "INSERT INTO messages (message_id, seq, session_id, user_id, text, kind, "
+            "request_clock_utc, time_zone, attribution, task_id, received_at) "
+            "VALUES (?, ?, ?, ?, ?, 'notification', ?, ?, 'attributed', ?, ?)",
+            (message_id, seq, query["session_id"], query["user_id"], text,
+             budget["request_clock_utc"], budget["time_zone"], query["task_id"], now))
+        conn.execute(
+            "INSERT INTO notifications (notification_id, query_id, task_id, condition_version, "
+            "sql, outcome, result, budget_message_id, request_clock_utc, time_zone, "
+            "message_id, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (notification_id, query_id, query["task_id"], query["condition_version"],
+             query["sql"], state.value, query["result_json"], budget["message_id"],
+             budget["request_clock_utc"], budget["time_zone"], message_id, text, now))
         return notification_id
 
     def recover_notifications(self) -> list[str]:
@@ -436,15 +489,19 @@ class Worker:
         now = self._now()
         for row in self._live(self._conn):
             qid = row["query_id"]
+            mine = self.held.get(qid) == row["lease_epoch"]
+            if not mine and self._unclaimable(row, now):
+                continue  # another worker's lease runs: not ours to look at this pass
             before = self._event_count(qid)
             try:
-                if self.held.get(qid) != row["lease_epoch"]:
-                    if self._unclaimable(row, now):
-                        continue
-                    self.claim(qid)
+                if not mine:
+                    self.claim(qid, begin_submit=True)
                 self.advance(qid)
             except NotAllowed:  # StaleLease included
                 continue  # taken over or cancelled meanwhile: look again next pass
+            except WriteConflict:
+                progress = True  # PostgreSQL aborted a write for a concurrent one: nothing
+                continue  # was written; the next pass looks at this query again
             progress = progress or self._event_count(qid) != before
         return progress
 

@@ -27,14 +27,16 @@ from ._core import (
 from ._rules import RULES
 from ._system import Binding, Refinement, SharedTransition, System, SystemConfig, SystemInvariant
 from .approval import APPROVAL, ApprovalState, build_approval_machine
+from .ledger import LEDGER, LedgerState, build_ledger_machine
 from .query import QUERY, QueryState, build_query_machine
-from .systems import SYSTEMS, build_approval_system, build_query_system
+from .systems import SYSTEMS, build_approval_system, build_ledger_system, build_query_system
 
 # Every declared machine, by the name the command line uses.
-MACHINES: dict[str, Protocol] = {"query": QUERY, "approval": APPROVAL}
+MACHINES: dict[str, Protocol] = {"query": QUERY, "approval": APPROVAL, "ledger": LEDGER}
 
 __all__ = [
     "APPROVAL",
+    "LEDGER",
     "MACHINES",
     "QUERY",
     "RULES",
@@ -47,6 +49,7 @@ __all__ = [
     "Guard",
     "IllegalTransition",
     "Invariant",
+    "LedgerState",
     "ModelError",
     "Param",
     "Params",
@@ -66,6 +69,8 @@ __all__ = [
     "Vars",
     "build_approval_machine",
     "build_approval_system",
+    "build_ledger_machine",
+    "build_ledger_system",
     "build_query_machine",
     "build_query_system",
 ]

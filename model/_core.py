@@ -97,9 +97,19 @@ class Guard:
     # synchronised step in a system is not taken where a bound alone would make it skip an
     # instance it concerns (see ``_system``).
     bound: bool = False
+    # A disjunction's alternatives, each (name, predicate): the guard holds when one does.
+    # Coverage counts which alternative let a step through, so "fired" means every way.
+    cases: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = ()
 
     def __call__(self, v: Vars, p: Params) -> bool:
         return self.fn(v, p)
+
+    def case(self, v: Vars, p: Params) -> str | None:
+        """The first alternative that holds (None for a guard without alternatives)."""
+        for name, fn in self.cases:
+            if fn(v, p):
+                return name
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +216,11 @@ class Protocol:
     invariants: tuple[Invariant, ...] = ()
     step_properties: tuple[StepProperty, ...] = ()
     actors: Mapping[str, str] = field(default_factory=dict)
+    # Triggers a caller may be refused: where the model does not enable one of them, an
+    # implementation must refuse it (as a caller's mistake) and change nothing. Every other
+    # trigger is a step the world takes (a platform answer, a crash) and is never asked for
+    # where it is not enabled. The conformance kit probes exactly these.
+    refusable: frozenset[str] = frozenset()
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
     _by_source: dict[str, tuple[Transition, ...]] = field(init=False, repr=False, compare=False)
     # Per state: (params, the transitions of one trigger group those params fit, in priority

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 def validate(p: Protocol) -> None:
     _names(p)
     _references(p)
+    _refusable(p)
     _domains(p)
     _rule_ids(p)
     for t in p.transitions:
@@ -43,6 +44,13 @@ def _names(p: Protocol) -> None:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise DeclarationError(f"{p.name}: {kind} declared twice: {dupes}")
+
+
+def _refusable(p: Protocol) -> None:
+    unknown = sorted(set(p.refusable) - {t.trigger for t in p.transitions})
+    if unknown:
+        raise DeclarationError(f"{p.name}: refusable names no trigger: {unknown}; "
+                               "list only the machine's own triggers")
 
 
 def _references(p: Protocol) -> None:

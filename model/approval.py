@@ -362,9 +362,15 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         meaning="approved, idempotent write calls of an ERP agent and their crash recovery",
         states=STATES, initial=PROPOSED, variables=_variables(auto_retries),
         transitions=transitions, invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
+        refusable=REFUSABLE,
         actors={"user": "the person who approves, rejects, cancels and reconciles",
                 "worker": "the approval runtime", "platform": "the business store",
                 "environment": "crashes, the clock, deployments"})
+
+
+# What a caller may be refused, changing nothing: each is refused in one transaction or before
+# any (approve after expiry or rejection, execute without approval, ...).
+REFUSABLE = frozenset({"approve", "reject", "execute", "cancel", "resume_lookup", "reconcile"})
 
 
 def _variables(auto_retries: int) -> tuple[Variable, ...]:

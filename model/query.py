@@ -123,6 +123,10 @@ PLATFORM_CALLS = frozenset({"submit_answered", "submit_response_lost", "submit_u
 # a lost answer from an undelivered request, so its log cannot either.
 UNANSWERED = "submit_unanswered"
 
+# What a caller may be refused, changing nothing: the user's actions that decide in one
+# transaction, and a worker's submit steps (a stale lease, a spent submission budget).
+REFUSABLE = frozenset({"confirm", "cancel", "revised", "begin_submit", "resubmit"})
+
 # Finite abstractions of content an adapter compares, not only states (each is a
 # verdict of the comparison, so a value outside the protocol is representable).
 PAYLOAD_NONE, PAYLOAD_CONFIRMED, PAYLOAD_ALTERED = "none", "confirmed", "altered"
@@ -144,6 +148,7 @@ VERSION_CHOICES = ("current", "stale")
 # (a malformed answer can only be that); timeouts and resets can be either.
 LOST_FAULTS = ("timeout", "reset", "malformed")
 UNDELIVERED_FAULTS = ("timeout", "reset", "error", "busy")
+SUBMIT_FAULTS = ("timeout", "reset", "malformed", "error", "busy")  # one logged name, one domain
 LOOKUP_FAULTS = ("timeout", "reset", "malformed", "error", "busy")
 MESSAGE_CHOICES = ("attributed", "pending")
 
@@ -192,7 +197,13 @@ HOLDING = Guard("holding", "worker holds a lease", lambda v, p: _held(v, p) > 0,
 def _platform_is(*states: str) -> Guard:
     name = "platform_" + "_or_".join(states)
     text = "platform is " + " or ".join(states)
-    return Guard(name, text, lambda v, p: v["platform"] in states, reads=("platform",))
+    cases = tuple((f"platform {s}", _platform_equals(s)) for s in states) if len(states) > 1 else ()
+    return Guard(name, text, lambda v, p: v["platform"] in states, reads=("platform",),
+                 cases=cases)
+
+
+def _platform_equals(state: str):  # type: ignore[no-untyped-def]
+    return lambda v, p: v["platform"] == state
 
 
 def _effect(text: str, fn) -> Effect:  # type: ignore[no-untyped-def]
@@ -216,6 +227,14 @@ def _settle(**extra: str) -> Effect:
     return _effect(text, lambda v, p: {
         "phase_moved": v["task_version"] == v["authorized_version"] and not v["clarifying"],
         **extra})
+
+
+def _fault_in(kinds: tuple[str, ...]) -> Guard:
+    """The submit fault is one that can strike at this point of the call."""
+    after = kinds == LOST_FAULTS
+    return Guard("fault_after_storing" if after else "fault_before_storing",
+                 f"fault is {' or '.join(kinds)}", lambda v, p: p["fault"] in kinds,
+                 reads=("fault",))
 
 
 def _store_on_platform(v: Vars, p: Params) -> dict[str, str]:
@@ -254,9 +273,10 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
     submit = _effect("submissions += 1; submit_epoch := lease_epoch; ids_submitted := 1",
                      lambda v, p: {"submissions": v["submissions"] + 1,
                                    "submit_epoch": v["lease_epoch"], "ids_submitted": 1})
-    stored = _effect("platform := running, payload := confirmed if not_received "
-                     "(dedupe by query_id)", _store_on_platform)
+    stored = _effect("platform := running; payload := confirmed",
+                     lambda v, p: {"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED})
     by_worker = (worker,)
+    submit_fault = Param("fault", SUBMIT_FAULTS, "how the submit call failed")
 
     def lookup(trigger: str, dest: str | None, guard: Guard | None, meaning: str, rules: tuple[str, ...],
                effect: Effect | None = None, also: tuple[str, ...] = (),
@@ -334,20 +354,17 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    guards=(FRESH_LEASE,), effect=submit, actor="worker", params=by_worker),
         Transition("submit_answered", (SUBMITTING,), RUNNING,
                    "the platform accepted (or deduplicated) the submission", ("Q12", "Q18"),
-                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE, P_RUNNING)),
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE)),
                    effect=stored, actor="worker", params=by_worker),
         Transition("submit_response_lost", (SUBMITTING,), UNKNOWN,
                    "the platform stored it but the answer was lost", ("Q14", "Q18"),
-                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE, P_RUNNING)),
-                   effect=stored, actor="worker",
-                   params=(worker, Param("fault", LOST_FAULTS, "how the answer was lost")),
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE), _fault_in(LOST_FAULTS)),
+                   effect=stored, actor="worker", params=(worker, submit_fault),
                    observed_as=UNANSWERED),
         Transition("submit_undelivered", (SUBMITTING,), UNKNOWN,
                    "the request was never processed; the worker cannot tell it from a lost answer",
-                   ("Q14",), guards=(FRESH_LEASE, OWN_CALL), actor="worker",
-                   params=(worker, Param("fault", UNDELIVERED_FAULTS,
-                                         "how the request failed")),
-                   observed_as=UNANSWERED),
+                   ("Q14",), guards=(FRESH_LEASE, OWN_CALL, _fault_in(UNDELIVERED_FAULTS)),
+                   actor="worker", params=(worker, submit_fault), observed_as=UNANSWERED),
         Transition("submit_rejected", (SUBMITTING,), FAILED,
                    "explicit rejection (unsupported syntax, no permission)", ("Q17",),
                    guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE)),
@@ -408,12 +425,13 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    effect=_effect("platform := cancelled", lambda v, p: {"platform": P_CANCELLED}),
                    actor="worker", params=by_worker, observed_as=None),
         # ---- the platform's own progress -------------------------------------
-        Transition("platform_succeeds", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
+        # Not from not_found: there the platform has nothing to run (not_found_is_true).
+        Transition("platform_succeeds", (SUBMITTING, UNKNOWN, RUNNING), None,
                    "the platform finishes the query", ("Q18",),
                    guards=(_platform_is(P_RUNNING),),
                    effect=_effect("platform := succeeded", lambda v, p: {"platform": P_SUCCEEDED}),
                    actor="platform", observed_as=None),
-        Transition("platform_fails", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
+        Transition("platform_fails", (SUBMITTING, UNKNOWN, RUNNING), None,
                    "the query fails on the platform", ("Q18", "Q17"),
                    guards=(_platform_is(P_RUNNING),),
                    effect=_effect("platform := failed", lambda v, p: {"platform": P_FAILED}),
@@ -487,7 +505,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         meaning="query execution (the data agent's SQL on an external platform): one query from "
                 "draft to settled",
         states=STATES, initial=DRAFTED, variables=variables, transitions=tuple(transitions),
-        invariants=INVARIANTS, step_properties=STEP_PROPERTIES,
+        invariants=INVARIANTS, step_properties=STEP_PROPERTIES, refusable=REFUSABLE,
         actors={"user": "the user and agent tools", "worker": "a worker holding a lease",
                 "platform": "the synthetic platform", "environment": "crashes"})
 

@@ -36,6 +36,19 @@ Approval system (M calls of one session; rule W6):
   stock in the commit's transaction). The system invariant ``no_oversell``
   says that no more units are committed than there were.
 
+Ledger system (the N tool calls of one assistant message; rules L1–L5):
+
+* The calls share the session's run (a restart under a new ``run_id`` hits
+  every call at once: ``crash`` is synchronised) and the session's read
+  permission. Whether a tool's contract changed is each call's own fact: it
+  compares the deployment with that call's registration.
+* ``unpaired`` counts the calls of the message with no paired result; the
+  synchronised ``continue`` (the original input goes on) needs it at zero, so
+  no unpaired call survives a completed recovery (L4).
+* Each call registers on its own step here; the implementation registers
+  every call of the message in the one transaction that checkpoints the
+  message (L1), which is one of the interleavings the system explores.
+
 A8 (one session's create, approve, resume and cancel exclude each other) is a
 property of non-atomic operations; every step here is atomic, so it holds by
 construction in the model and is checked against the implementation's session
@@ -47,6 +60,7 @@ from __future__ import annotations
 from ._core import Effect, Guard, Variable, Vars
 from ._system import Binding, Refinement, SharedTransition, System, SystemInvariant
 from .approval import APPROVAL
+from .ledger import LEDGER
 from .query import build_query_machine
 
 MESSAGE_STATES = ("attributed", "pending")
@@ -114,10 +128,47 @@ def build_approval_system(calls: int = 2, stock: int = 1) -> System:
     )
 
 
+def build_ledger_system(calls: int = 3) -> System:
+    """The ``calls`` tool calls of one assistant message, sharing the turn's checkpoint."""
+    left = tuple(range(calls + 1))
+
+    def paired_once(v: Vars) -> dict[str, int]:
+        return {"unpaired": v["unpaired"] - 1}
+
+    def none_unpaired_after_continue(states: tuple[str, ...], views: tuple[Vars, ...],
+                                     v: Vars) -> bool:
+        return "continued" not in states or all(s == "continued" for s in states)
+
+    one_less = Effect("unpaired -= 1", lambda v, p: paired_once(v))
+    return System(
+        name="ledger_system",
+        meaning=f"one assistant message asking for {calls} tool calls, recovered as one turn",
+        machine=LEDGER,
+        instances=calls,
+        shared=("run", "permission"),
+        variables=(Variable("unpaired", left, calls,
+                            "calls of the latest assistant message with no paired result (L4)"),),
+        sync=("crash", "continue"),
+        refinements=(
+            Refinement("pair", ("L4",), effect=one_less),
+            Refinement("recover_pair", ("L4",), effect=one_less),
+            Refinement("continue", ("L4",), guards=(Guard(
+                "all_paired", "every call of the message is paired",
+                lambda v, p: v["unpaired"] == 0, reads=("unpaired",)),)),
+        ),
+        invariants=(SystemInvariant(
+            "no_unpaired_call_survives_recovery",
+            "the original input continues only when every call of the message is paired",
+            ("L4",), none_unpaired_after_continue),),
+    )
+
+
 # The sizes ``settled verify`` explores: two queries and one worker process (whose death
 # drops both leases) take about 40 s; ``settled bench`` explores two processes as well.
 QUERY_SYSTEM = build_query_system(queries=2, workers=1)
 APPROVAL_SYSTEM = build_approval_system()
+LEDGER_SYSTEM = build_ledger_system()
 
 # Every declared system, by the name the command line uses.
-SYSTEMS: dict[str, System] = {"query": QUERY_SYSTEM, "approval": APPROVAL_SYSTEM}
+SYSTEMS: dict[str, System] = {"query": QUERY_SYSTEM, "approval": APPROVAL_SYSTEM,
+                               "ledger": LEDGER_SYSTEM}

@@ -18,7 +18,9 @@ than either rate.
 - ``lockstep``: the conformance kit against the implementation, next to a
   no-op state machine with the same rule shape, same settings and seed.
 - ``trace_check``: the trace checker next to a bare ``json.loads`` pass
-  over the same file.
+  over the same file (``ratio_to_json_parse`` = check seconds / parse
+  seconds), and the same runs logged under 1,000 worker names next to 2
+  (``many_workers_ratio`` = events/s with 1,000 names / events/s with 2).
 - ``explore``: the table explorer on the single query machine next to the
   ``transitions`` oracle on the same model; then the query system (queries
   sharing the task's version and the worker processes), reduced by symmetry,
@@ -33,6 +35,7 @@ one), since that is what ``settled verify`` runs on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -57,14 +60,15 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, rule
 
+from settled._demo_approval import bench_approval
+from settled._demo_ledger import bench_ledger
 from settled.conformance import _trace
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._lockstep import MIN_STEPS
 from settled.conformance._suites import query_suite
 from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of
-from settled.impl import _db
-from settled.impl._demo_approval import bench_approval
+from settled.impl import _db, _pg
 from settled.impl._errors import Busy
 from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
 from settled.impl._store import QueryStore, utc_now
@@ -81,6 +85,7 @@ SESSION, USER, ZONE = "bench-session", "bench-user", "Asia/Shanghai"
 YES = "run it"  # the user's whole confirming message, quoted back by confirm (Q5)
 LEASE_SECONDS = 30
 RACERS = 4
+WORKER_COUNTS = (1, 2, 4, 8)  # worker processes racing over one store, side by side per store
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +101,7 @@ class Sizes:
     system_size: tuple[int, int]  # build_query_system(queries, workers)
     transitions_max_states: int | None  # None: the oracle side explores the whole space too
     approval_seconds: float
+    ledger_seconds: float = 4.0
 
 
 # A few minutes on a shared 2-core machine. The single machine is the default
@@ -109,7 +115,7 @@ FULL = Sizes(rounds=3, queries_per_round=40, raw_commits_per_round=1500, race_qu
 QUICK = Sizes(rounds=1, queries_per_round=4, raw_commits_per_round=200, race_queries=8,
               lockstep_examples=3, lockstep_steps=MIN_STEPS + 5, trace_events=20_000,
               explore_bounds=(1, 2, 2), system_size=(1, 1), transitions_max_states=None,
-              approval_seconds=0.4)
+              approval_seconds=0.4, ledger_seconds=0.4)
 
 
 def _rate(n: float, seconds: float) -> float:
@@ -134,8 +140,8 @@ class _World:
     def authorize(self) -> str:
         """The user's side of one query: draft (checked by the platform), a yes, confirm."""
         draft = self.store.request_query(self.task_id, APP_MONTHLY_SQL)
-        message = self.store.receive_message(SESSION, USER, YES, (utc_now(), ZONE))
-        self.store.attribute_message(message.message_id, self.task_id)
+        message = self.store.receive_message(SESSION, USER, YES, (utc_now(), ZONE),
+                                             task_id=self.task_id)
         self.store.confirm(draft.query_id, draft.draft_version, draft.condition_version, YES,
                            message.message_id, self.run_id)
         return str(draft.query_id)
@@ -147,14 +153,20 @@ class _World:
 
 
 @contextmanager
-def _world(directory: Path) -> Iterator[_World]:
+def _world(directory: Path, store_url: str | None = None) -> Iterator[_World]:
+    """``store_url``: a PostgreSQL store (a fresh schema in it); default a file in ``directory``."""
     # auto_complete_after_polls=1: the worker's first lookup finds the query
     # finished, so a query settles with one submit and one lookup.
+    directory.mkdir(parents=True, exist_ok=True)
+    scratch = None if store_url is None else _pg.scratch_store(store_url, "bench")
+    at: Path | str = scratch or directory / "store.db"
     with SyntheticPlatform(directory / "platform", auto_complete_after_polls=1) as platform, \
-            QueryStore(directory / "store.db", platform) as store, \
-            Worker(directory / "store.db", platform, "w1", LEASE_SECONDS) as worker:
+            QueryStore(at, platform) as store, \
+            Worker(at, platform, "w1", LEASE_SECONDS) as worker:
         task = store.create_task(USER, SESSION, {"month": "2026-01", "channel": "app"})
         yield _World(store, worker, platform, task.task_id, store.start_run(SESSION))
+    if scratch is not None:
+        _pg.release_store(scratch, "bench")
 
 
 @contextmanager
@@ -244,20 +256,22 @@ def _race_worker(store_path: str, platform_dir: str, name: str, ready: Any) -> N
         raise
 
 
-def _race(directory: Path, n: int, say: Say) -> tuple[float, int]:
-    """(wall seconds for ``RACERS`` worker processes to settle ``n`` queued queries, duplicates)."""
-    with _world(directory) as world:
+def _race(directory: Path, n: int, say: Say, racers_n: int = RACERS,
+          store_url: str | None = None) -> tuple[float, int]:
+    """(wall seconds for ``racers_n`` worker processes to settle ``n`` queued queries, duplicates)."""
+    with _world(directory, store_url) as world:
         ids = [world.authorize() for _ in range(n)]
-        say(f"impl: {n} queries queued; {RACERS} worker processes race over them")
+        kind = "SQLite" if store_url is None else "PostgreSQL"
+        say(f"impl: {n} queries queued on {kind}; {racers_n} worker processes race over them")
         # fork: the racers start in milliseconds and never import a main module.
         # They open their own connections and never touch the parent's (SQLite
         # forbids using a connection on both sides of a fork), and a forked
         # multiprocessing child leaves through os._exit, so it closes none either.
         context = multiprocessing.get_context("fork")
-        ready = context.Barrier(RACERS + 1)
+        ready = context.Barrier(racers_n + 1)
         racers = [context.Process(target=_race_worker, name=f"settled-bench-p{i}", args=(
             str(world.store.path), str(world.platform.directory), f"p{i}", ready))
-            for i in range(RACERS)]
+            for i in range(racers_n)]
         for p in racers:
             p.start()
         # Every racer has opened its files: start the clock. A broken barrier
@@ -278,8 +292,13 @@ def _race(directory: Path, n: int, say: Say) -> tuple[float, int]:
         return seconds, _settled_check(world.store, world.platform, world.task_id, ids)
 
 
-def bench_impl(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
-    """Queries per second end to end, commits they need, and four racing worker processes."""
+def bench_impl(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None,
+               store_url: str | None = None, skipped: str | None = None) -> dict[str, Any]:
+    """Queries per second end to end, commits they need, worker processes racing on each store.
+
+    ``store_url``: the PostgreSQL server for the ``postgres`` figures (None:
+    they are skipped, and ``skipped`` says why).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     raw = _db.connect(directory / "raw-commits.db")
     try:
@@ -293,18 +312,63 @@ def bench_impl(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None) 
             duplicates = _settled_check(world.store, world.platform, world.task_id, ids)
     finally:
         raw.close()
-    race_s, race_duplicates = _race(directory / "four-workers", sizes.race_queries, say)
+    pg_counts = _pg_commits(directory / "pg-one-worker", store_url)
+    scaling = _scaling(directory / "scaling", sizes, say, store_url)
     per_query, queries = sum(counts.values()), sizes.rounds * sizes.queries_per_round
     qps, raw_rate = _rate(queries, query_s), _rate(sizes.rounds * sizes.raw_commits_per_round, raw_s)
+    sqlite = scaling["sqlite"]
+    sqlite["commits_per_query"] = _agent_commits(counts)
+    postgres: dict[str, Any] = {"skipped": skipped or "no PostgreSQL store given"}
+    if store_url is not None and pg_counts is not None:
+        postgres = scaling["postgres"]
+        postgres["commits_per_query"] = _agent_commits(pg_counts)
+        postgres["commits_by_module"] = dict(sorted(pg_counts.items()))
     return {"queries_per_second_1_worker": qps,
-            "queries_per_second_4_workers": _rate(sizes.race_queries, race_s),
-            "duplicate_executions": duplicates + race_duplicates,
+            "queries_per_second_4_workers": sqlite["queries_per_second"]["4"],
+            "duplicate_executions": duplicates + sqlite["duplicate_executions"],
             "raw_commits_per_second": raw_rate,
             "transactions_per_query": per_query,
+            "commits_per_query": {"sqlite": sqlite["commits_per_query"],
+                                  "postgres": postgres.get("commits_per_query")},
             "ratio_to_raw_commits": _ratio(qps * per_query, raw_rate),
             "transactions_by_module": dict(sorted(counts.items())),
             "queries_1_worker": queries, "queries_4_workers": sizes.race_queries,
+            "queries_per_race": sizes.race_queries,
+            "sqlite": sqlite, "postgres": postgres,
             "filesystem": filesystem_of(directory)}
+
+
+def _agent_commits(counts: Counter[str]) -> int:
+    """Commits of the agent's own store (the store and worker modules), not the platform's."""
+    return sum(n for module, n in counts.items() if module != "platform")
+
+
+def _pg_commits(directory: Path, store_url: str | None) -> Counter[str] | None:
+    """The commits of one happy-path query on PostgreSQL, by module (None without a server)."""
+    if store_url is None:
+        return None
+    with _world(directory, store_url) as world:
+        world.settle_one()
+        with count_transactions() as counts:
+            world.settle_one()
+    return counts
+
+
+def _scaling(directory: Path, sizes: Sizes, say: Say, store_url: str | None) -> dict[str, Any]:
+    """Queries/s at each process count, the two stores interleaved count by count."""
+    stores = {"sqlite": None} if store_url is None else {"sqlite": None, "postgres": store_url}
+    rates: dict[str, dict[str, float]] = {kind: {} for kind in stores}
+    dupes = dict.fromkeys(stores, 0)
+    for n in WORKER_COUNTS:
+        for kind, url in stores.items():
+            seconds, duplicates = _race(directory / f"{kind}-{n}", sizes.race_queries, say, n, url)
+            rates[kind][str(n)] = _rate(sizes.race_queries, seconds)
+            dupes[kind] += duplicates
+    return {kind: {"queries_per_second": rates[kind],
+                   # what 8 worker processes settle per second, divided by what 1 settles
+                   "scaling_8_over_1": _ratio(rates[kind]["8"], rates[kind]["1"]),
+                   "duplicate_executions": dupes[kind],
+                   "worker_processes": list(WORKER_COUNTS)} for kind in stores}
 
 
 def filesystem_of(path: Path) -> str:
@@ -364,17 +428,18 @@ def _counted_lockstep(tally: _Tally) -> type[RuleBasedStateMachine]:
 
 def _noop_machine(tally: _Tally, size: int, forbidden: int, instances: int) -> type[RuleBasedStateMachine]:
     """The lockstep rule's shape with nothing behind it: the same draws, no model, no files."""
-    slots: list[int | None] = [*range(size - size // 5), *[None] * (size // 5 or 1)]
-    refusals = list(range(max(forbidden, 1)))
+    slots = st.integers(0, size - 1)
+    options = size - size // 5
+    instance, refusals = st.integers(0, instances - 1), st.integers(0, max(forbidden, 1) - 1)
 
     class NoOp(RuleBasedStateMachine):
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
             tally.steps += 1
-            action = data.draw(st.sampled_from(slots), label="action")
-            if action is None:
-                data.draw(st.integers(0, instances - 1), label="instance")
-                data.draw(st.sampled_from(refusals), label="forbidden")
+            if data.draw(slots, label="action") >= options:
+                data.draw(instance, label="instance")
+                data.draw(refusals, label="forbidden trigger")
+                data.draw(refusals, label="forbidden")
 
         @invariant()
         def agrees(self) -> None:
@@ -394,6 +459,10 @@ def bench_lockstep(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, 
     """Lockstep steps per second against the implementation, and a no-op machine's, same settings."""
     real, noop = _Tally(), _Tally()
     real_s = noop_s = 0.0
+    # One untimed example first: what a campaign pays once (the template files, the trace
+    # checker's machines, imports) is not a per-step cost, and the no-op machine has none.
+    _timed_run(_counted_lockstep(_Tally()), dataclasses.replace(sizes, lockstep_examples=1),
+               SEED - 1)
     for r in range(sizes.rounds):
         say(f"lockstep: round {r + 1}/{sizes.rounds}: {sizes.lockstep_examples} examples of up "
             f"to {sizes.lockstep_steps} steps, then the no-op machine")
@@ -467,16 +536,42 @@ def fast_trace_lines(p: Protocol, instances: int, seed: int = 0, max_steps: int 
     return chain.from_iterable(islice(_instance_batches(p, seed, max_steps), instances))
 
 
-def write_trace(path: Path, min_events: int, seed: int = SEED) -> tuple[int, int]:
-    """Write whole random walks of ``QUERY`` until at least ``min_events``; (events, instances)."""
+def write_trace(path: Path, min_events: int, seed: int = SEED,
+                worker_names: int | None = None) -> tuple[int, int]:
+    """Write whole random walks of ``QUERY`` until at least ``min_events``; (events, instances).
+
+    With ``worker_names``, every claim is made under a fresh name drawn in turn from that
+    many (``pod-0``, ``pod-1``, ...), and the claiming worker's later events carry it: the
+    same runs, logged by a fleet whose workers all have their own names.
+    """
     events = instances = 0
+    fresh = count()
     with path.open("w", encoding="utf-8") as out:
         for lines in _instance_batches(QUERY, seed):
             if events >= min_events:
                 break
+            if worker_names is not None:
+                lines = _renamed(lines, fresh, worker_names)
             out.write("\n".join(lines) + "\n" if lines else "")
             events, instances = events + len(lines), instances + 1
     return events, instances
+
+
+_WORKER_KEYS = tuple(f'"worker":"w{k}"' for k in range(2))
+
+
+def _renamed(lines: list[str], fresh: Iterator[int], pool: int) -> list[str]:
+    names = list(_WORKER_KEYS)
+    out = []
+    for line in lines:
+        for k, key in enumerate(_WORKER_KEYS):
+            if key in line:
+                if '"trigger":"claim"' in line:
+                    names[k] = f'"worker":"pod-{next(fresh) % pool}"'
+                line = line.replace(key, names[k])
+                break
+        out.append(line)
+    return out
 
 
 def _json_pass(path: Path) -> float:
@@ -487,27 +582,61 @@ def _json_pass(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def _timed_check(path: Path, events: int) -> tuple[float, float]:
+    """Seconds (wall clock, then this process's CPU) for one cold ``settled check`` of the file."""
+    # The checker keeps its memo per process; earlier sections (the lockstep kit checks every
+    # run's log) would hand it a warm one, whereas ``settled check`` starts cold.
+    _trace.REPLAYERS.clear()
+    start, cpu = time.perf_counter(), time.process_time()
+    report = _trace.check_file(path)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    if not report.ok or report.events != events:
+        raise RuntimeError(f"bench: the model's own trace did not check clean: "
+                           f"{json.dumps(report.to_json(), default=str)[:2000]}")
+    return seconds, cpu
+
+
+MANY_WORKER_NAMES = 1_000
+
+
 def bench_trace_check(directory: Path, sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
-    """The trace checker's events per second on a generated file, against bare ``json.loads``."""
+    """The trace checker's events per second on a generated file, against bare ``json.loads``;
+    then the same runs logged under 1,000 worker names against the same under 2. Each check
+    starts cold (as ``settled check`` does); each figure is the best of interleaved rounds."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "trace.jsonl"
     start = time.perf_counter()
     events, instances = write_trace(path, sizes.trace_events)
     made = time.perf_counter() - start
     say(f"trace_check: wrote {events:,} events of {instances:,} instances in {made:.1f}s; checking")
-    # The checker memoises replay steps per process; earlier sections (the
-    # lockstep kit checks every run's log) would hand it a warm memo, whereas
-    # ``settled check`` starts cold. Measure it cold.
-    _trace._REPLAYERS.clear()
-    start = time.perf_counter()
-    report = _trace.check_file(path)
-    check_s = time.perf_counter() - start
-    if not report.ok or report.events != events:
-        raise RuntimeError(f"bench: the model's own trace did not check clean: {report.to_json()}")
-    json_s = _json_pass(path)
-    return {"events": events, "events_per_second": _rate(events, check_s),
-            "ratio_to_json_parse": _ratio(check_s, json_s), "instances": instances,
-            "check_seconds": round(check_s, 2), "json_parse_seconds": round(json_s, 2),
+    many = directory / "many-workers.jsonl"
+    many_events, _ = write_trace(many, sizes.trace_events, worker_names=MANY_WORKER_NAMES)
+    # Interleaved rounds, best of each, so a burst of noise from other work hits both sides.
+    rounds = max(2, sizes.rounds)
+    check_s = check_cpu = json_s = many_s = float("inf")
+    for r in range(rounds):
+        say(f"trace_check: round {r + 1}/{rounds}: check, json.loads pass, then the same runs "
+            f"with every claim under a fresh name of {MANY_WORKER_NAMES:,}")
+        wall, cpu = _timed_check(path, events)
+        check_s, check_cpu = min(check_s, wall), min(check_cpu, cpu)
+        json_s = min(json_s, _json_pass(path))
+        many_s = min(many_s, _timed_check(many, many_events)[0])
+    rate, many_rate = _rate(events, check_s), _rate(many_events, many_s)
+    return {"events": events, "events_per_second": rate,
+            "ratio_to_json_parse": _ratio(check_s, json_s),
+            "ratio_to_json_parse_means": "check seconds (cold: on a small file, the first sight of "
+                                         "each path dominates) / seconds of json.loads on every line of "
+                                         "the same file (lower is faster; 1.0 = as fast as parsing)",
+            "many_workers_ratio": _ratio(many_rate, rate),
+            "many_workers_ratio_means": f"events/s with {MANY_WORKER_NAMES:,} worker names (a "
+                                        "fresh one at every claim) / events/s of the same runs "
+                                        "with 2 names",
+            "many_workers_events_per_second": many_rate, "many_workers_names": MANY_WORKER_NAMES,
+            # On a shared machine the wall clock includes waiting for a core; CPU time does not.
+            "events_per_cpu_second": _rate(events, check_cpu),
+            "rounds": rounds, "instances": instances, "check_seconds": round(check_s, 2),
+            "check_cpu_seconds": round(check_cpu, 2),
+            "json_parse_seconds": round(json_s, 2), "many_workers_seconds": round(many_s, 2),
             "generate_seconds": round(made, 2), "file_bytes": path.stat().st_size}
 
 
@@ -557,13 +686,61 @@ def bench_approval_section(directory: Path, sizes: Sizes = FULL,
     return figures
 
 
+def bench_ledger_section(directory: Path, sizes: Sizes = FULL,
+                         say: Say = lambda _: None) -> dict[str, Any]:
+    say(f"ledger: three-call turns, then recoveries of half-run turns, {sizes.ledger_seconds:g}s")
+    figures: dict[str, Any] = bench_ledger(directory, sizes.ledger_seconds)
+    return figures
+
+
 def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "python": host.python_version()}
 
 
+@contextmanager
+def _postgres(store: str | None, warn: Say) -> Iterator[tuple[str | None, str | None]]:
+    """(URL, None) for the PostgreSQL figures, or (None, why they are skipped).
+
+    ``store`` None: a throwaway cluster of our own when the server binaries are
+    here (fsync on: the commits are the point); ``"sqlite"``: skipped on request.
+    """
+    if store == "sqlite":
+        reason = "skipped on request (--store sqlite)"
+    elif store is not None:
+        yield store, None
+        return
+    else:
+        from settled.impl._pgcluster import Cluster, ClusterError, find_binaries
+
+        if find_binaries() is not None:
+            try:
+                cluster = Cluster(durable=True)
+                url = cluster.start()
+            except ClusterError as exc:
+                reason = f"the throwaway cluster did not start: {exc}"
+            else:
+                try:
+                    yield url, None
+                finally:
+                    cluster.stop()
+                return
+        else:
+            reason = ("no PostgreSQL server binaries found (install PostgreSQL, set "
+                      "SETTLED_PG_BIN, or pass --store postgresql://...)")
+    warn(f"bench: PostgreSQL figures SKIPPED: {reason}")
+    yield None, reason
+
+
 def run_bench(quick: bool = False, directory: Path | None = None,
-              say: Say = lambda _: None) -> dict[str, Any]:
-    """Every section, in one run, in a fresh folder under ``directory`` (default: the temp dir)."""
+              say: Say = lambda _: None, store: str | None = None,
+              warn: Say = lambda line: print(line, file=sys.stderr)) -> dict[str, Any]:
+    """Every section, in one run, in a fresh folder under ``directory`` (default: the temp dir).
+
+    ``store``: the PostgreSQL URL for the ``impl.postgres`` figures; None starts a
+    throwaway cluster when the binaries are here; ``"sqlite"`` skips them.
+    ``warn`` gets the one line that says PostgreSQL was skipped (stderr even
+    under --json).
+    """
     sizes = QUICK if quick else FULL
     start = time.perf_counter()
     if directory is not None:
@@ -574,10 +751,12 @@ def run_bench(quick: bool = False, directory: Path | None = None,
         if kind in ("tmpfs", "ramfs"):
             say(f"warning: {base} is on {kind}; commit figures will not include the disk")
         report: dict[str, Any] = {"machine": machine()}
-        report["impl"] = bench_impl(base / "impl", sizes, say)
+        with _postgres(store, warn) as (url, skipped):
+            report["impl"] = bench_impl(base / "impl", sizes, say, url, skipped)
         report["lockstep"] = bench_lockstep(sizes, say)
         report["trace_check"] = bench_trace_check(base / "trace", sizes, say)
         report["explore"] = bench_explore(sizes, say)
         report["approval"] = bench_approval_section(base / "approval", sizes, say)
+        report["ledger"] = bench_ledger_section(base / "ledger", sizes, say)
     report["seconds"] = round(time.perf_counter() - start, 1)
     return report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,16 +12,19 @@ from rich.console import Console
 from rich.table import Table
 
 from settled._bench import run_bench
+from settled._stores import ENV, StoreError, reachable
+from settled.impl._pg import is_url
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 SECTIONS = {
-    "impl": "the SQLite implementation, end to end",
+    "impl": "the implementation end to end, on SQLite and PostgreSQL",
     "lockstep": "the lockstep kit against the implementation",
     "trace_check": "the trace checker",
     "explore": "the explorer",
     "approval": "the approval runtime",
+    "ledger": "the tool-call ledger: turns and their recovery",
 }
 
 
@@ -30,10 +34,35 @@ def bench(
     = False,
     directory: Annotated[Path | None, typer.Option(
         "--dir", help="Where the temporary files go; a real disk, the commits are the point.")] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="PostgreSQL for the impl.postgres figures: a postgresql:// URL, or "
+                        "'sqlite' to skip them. Default: $SETTLED_STORE, else a throwaway "
+                        "cluster when the server binaries are here.")] = None,
 ) -> None:
     """Measure every part side by side in one run and report rates with their ratios."""
-    report = run_bench(quick=quick, directory=directory,
-                       say=(lambda _: None) if as_json else (lambda line: err.print(line)))
+    if directory is not None:
+        from settled._paths import OutputPathError, writable_dir
+
+        try:
+            writable_dir(directory)
+        except OutputPathError as e:
+            err.print(f"{e}; pass a writable --dir")
+            raise typer.Exit(2) from None
+        directory = directory.resolve()
+    value = store if store is not None else os.environ.get(ENV) or None
+    if value not in (None, "sqlite") and not is_url(value):
+        err.print(f"--store {value!r} is neither 'sqlite' nor a postgresql:// URL; pass e.g. "
+                  "postgresql://user@host:5432/dbname")
+        raise typer.Exit(2)
+    try:
+        if value is not None and is_url(value):
+            reachable(value)
+        report = run_bench(quick=quick, directory=directory, store=value,
+                           say=(lambda _: None) if as_json else (lambda line: err.print(line)),
+                           warn=lambda line: err.print(line))
+    except StoreError as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from None
     if as_json:
         print(json.dumps(report))
         return

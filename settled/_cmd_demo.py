@@ -19,13 +19,15 @@ from typing import Annotated, Any, Final
 import typer
 from rich.console import Console
 
+from settled._demo_approval import demo_approval
+from settled._demo_ledger import demo_ledger
+from settled._demo_query import STORE_FILE, demo_query
 from settled._paths import OutputPathError, writable_dir
 from settled.conformance._trace import CheckReport, check_lines
-from settled.impl._demo_approval import demo_approval
-from settled.impl._demo_query import STORE_FILE, demo_query
 from settled.impl._events import trace_lines
 
-__all__ = ["APPROVAL_STORY", "approval_problems", "query_problems", "query_story", "register"]
+__all__ = ["APPROVAL_STORY", "LEDGER_STORY", "approval_problems", "ledger_problems",
+           "query_problems", "query_story", "register"]
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print only the story's facts as one JSON object.")]
 KeepIn = Annotated[Path | None, typer.Option(
@@ -59,6 +61,9 @@ def _kept(keep: Path | None, as_json: bool, files: str) -> None:
 # What the ERP-agent article's idempotency example printed; the demo must print exactly this.
 APPROVAL_STORY: Final = {"observed_delta": 5, "replay_same_result": True, "lookup_status": "found",
                          "different_arguments": "idempotency_conflict"}
+
+# The ledger story's four figures; ``--json`` prints exactly these.
+LEDGER_STORY: Final = {"calls": 3, "paired": 3, "business_changes": 2, "new_operation_ids": 0}
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -101,6 +106,23 @@ def approval_problems(facts: dict[str, Any]) -> list[str]:
     """What of the ERP-agent article's example did not hold; empty when all of it did."""
     return [f"{key}: expected {want!r}, got {facts.get(key)!r}"
             for key, want in APPROVAL_STORY.items() if facts.get(key) != want]
+
+
+def ledger_problems(facts: dict[str, Any]) -> list[str]:
+    """What of the ledger story did not hold; empty when all of it did."""
+    details = facts.get("details", {})
+    wanted = [(f"{key}: expected {want!r}, got {facts.get(key)!r}", facts.get(key) == want)
+              for key, want in LEDGER_STORY.items()]
+    wanted += [
+        ("the first run died at the crash point", details.get("crash_exit_code") == 77),
+        ("both writes paired from their receipts",
+         details.get("paired_from_receipts") == ["call_order", "call_restock"]),
+        ("the lookup ran once, under its original operation_id",
+         details.get("continued") == ["call_mugs_left"] and details.get("lookups_run") == 1),
+        ("the original input continued", details.get("continued_input") is True),
+    ]
+    return [f"expected: {what}" if "expected" not in what else what
+            for what, held in wanted if not held]
 
 
 def _finish(facts: dict[str, Any], problems: list[str], as_json: bool, summary: str) -> None:
@@ -146,6 +168,25 @@ def approval(as_json: AsJson = False, keep: KeepIn = None) -> None:
                f"the first result; the lookup found the token; other arguments under it were an "
                f"{facts['different_arguments']}.")
     _finish(facts, approval_problems(facts), as_json, summary)
+
+
+@demo.command()
+def ledger(as_json: AsJson = False, keep: KeepIn = None) -> None:
+    """The data agent's ledger: a turn of three tool calls (two writes, one lookup) crashes after
+    the second write commits; recovery pairs both writes from their receipts and runs the lookup
+    once under its original operation_id."""
+    with _folder(keep, "settled-ledger-demo-") as folder:
+        facts = demo_ledger(folder, None if as_json else _say)
+    _kept(keep, as_json, "a folder with sessions.db and business.db "
+                         "(settled export-trace reads sessions.db)")
+    problems = ledger_problems(facts)
+    if as_json:
+        print(json.dumps({key: facts[key] for key in LEDGER_STORY}, ensure_ascii=False))
+        raise typer.Exit(1 if problems else 0)
+    summary = (f"story held: {facts['calls']} calls, {facts['paired']} paired once each, "
+               f"{facts['business_changes']} business changes, {facts['new_operation_ids']} new "
+               "operation_ids; the original input continued.")
+    _finish(facts, problems, False, summary)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,12 @@ from settled.conformance._explore import ExploreResult, explore
 from settled.conformance._itf import write_itf
 from settled.conformance._system import explore_system
 from settled.model import MACHINES, Protocol, build_query_machine
-from settled.model.systems import SYSTEMS, build_approval_system, build_query_system
+from settled.model.systems import (
+    SYSTEMS,
+    build_approval_system,
+    build_ledger_system,
+    build_query_system,
+)
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -87,13 +92,16 @@ def explore_command(
     """Explore every reachable state; exit 0 only when nothing is found.
 
     With ``--queries N`` (N > 1) the N instances form the declared system: they share the
-    task's version, the session and the worker processes (query) or the stock (approval),
+    task's version, the session and the worker processes (query), the stock (approval) or
+    the run and read permission (ledger),
     and the search is reduced by symmetry; the report gives both the reduced and the
     unreduced state counts."""
     _check_bounds(queries, workers)
+    _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
+    memory = _check_memory(model, queries, workers, max_states)
     if queries > 1:
-        _explore_system(model, queries, workers, as_json, itf, graph, max_states)
+        _explore_system(model, queries, workers, as_json, itf, graph, max_states, memory)
         return
     protocol = machine_for(model, workers)
     with Progress(not as_json) as progress:
@@ -103,7 +111,8 @@ def explore_command(
     if graph is not None:
         graph.write_text(json.dumps(result.graph_json(), sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
-        print(json.dumps(result.to_json(), sort_keys=True, default=str))
+        print(json.dumps({**result.to_json(), "memory_estimate": memory}, sort_keys=True,
+                         default=str))
     else:
         report_text(result)
     raise typer.Exit(exit_code(bool(result.findings), result.complete))
@@ -125,7 +134,24 @@ def exit_code(found: bool, complete: bool) -> int:
     return 0 if complete else INCOMPLETE
 
 
+def _check_usage(model: str, queries: int, workers: int | None, graph: Path | None) -> None:
+    """Options that do not go together, refused before any estimate or work."""
+    if model not in MACHINES:
+        err.print(f"unknown model {model!r}; choose one of {sorted(MACHINES)}")
+        raise typer.Exit(2)
+    if workers is not None and model != "query":
+        err.print(f"--workers {workers}: only the query machine has worker processes; drop "
+                  "--workers")
+        raise typer.Exit(2)
+    if queries > 1 and graph is not None:
+        err.print("--graph writes the state graph of one machine; drop --queries or --graph")
+        raise typer.Exit(2)
+
+
 def _check_bounds(queries: int, workers: int | None) -> None:
+    if workers is not None and workers < 1:
+        err.print(f"--workers must be at least 1, got {workers}")
+        raise typer.Exit(2)
     if queries > MAX_QUERIES:
         err.print(f"--queries {queries} is over the maximum {MAX_QUERIES}: each query multiplies "
                   "the space by thousands of states (two queries with two workers are already "
@@ -135,6 +161,28 @@ def _check_bounds(queries: int, workers: int | None) -> None:
         err.print(f"--workers {workers} is over the maximum {MAX_WORKERS}: each worker multiplies "
                   "the lease space; use at most 4")
         raise typer.Exit(2)
+
+
+def _check_memory(model: str, queries: int, workers: int | None,
+                  max_states: int | None) -> dict[str, object] | None:
+    """Say how much memory the run will take; refuse one that cannot fit (exit 2)."""
+    from settled._memory import estimate
+
+    if model not in MACHINES:
+        return None  # the unknown name is reported by the command itself
+    guess = estimate(model, queries, workers, max_states)
+    if guess is None:
+        err.print(f"estimate: none, no measured run of {model} with {queries} instance(s) "
+                  "(see settled/_memory.py); --max-states N bounds the run")
+        return None
+    what = f"{model}" + (f" with --queries {queries}" if queries > 1 else "") + (
+        f" --workers {workers}" if workers is not None else "")
+    if not guess.fits:
+        err.print(f"{what} needs {guess.text()}; lower --queries or --workers, or stop early "
+                  "with --max-states N")
+        raise typer.Exit(2)
+    err.print(f"estimate: {guess.text()}")
+    return guess.to_json()
 
 
 def _check_outputs(itf: Path | None, graph: Path | None) -> None:
@@ -149,7 +197,8 @@ def _check_outputs(itf: Path | None, graph: Path | None) -> None:
 
 
 def _explore_system(model: str, queries: int, workers: int | None, as_json: bool,
-                    itf: Path | None, graph: Path | None, max_states: int | None) -> None:
+                    itf: Path | None, graph: Path | None, max_states: int | None,
+                    memory: dict[str, object] | None = None) -> None:
     if model not in SYSTEMS:
         err.print(f"unknown model {model!r}; choose one of {sorted(SYSTEMS)}")
         raise typer.Exit(2)
@@ -160,6 +209,7 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
         err.print(f"--workers {workers}: only the query system has worker processes (at least 1)")
         raise typer.Exit(2)
     system = (build_query_system(queries=queries, workers=workers or 1) if model == "query"
+              else build_ledger_system(calls=queries) if model == "ledger"
               else build_approval_system(calls=queries))
     with Progress(not as_json) as progress:
         result = explore_system(system, max_states=max_states, progress=progress)
@@ -170,7 +220,8 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
                 meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules)}
                 write_itf(itf / f.file_name, f.counterexample.to_itf(meta))
     if as_json:
-        print(json.dumps(result.to_json(), sort_keys=True, default=str))
+        print(json.dumps({**result.to_json(), "memory_estimate": memory}, sort_keys=True,
+                         default=str))
     else:
         out = Console(highlight=False, soft_wrap=True)
         out.print(f"{result.system} ({system.meaning}): {result.states:,} states explored, "

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from settled._paths import OutputPathError, writable_dir
 from settled.conformance._mutants_run import MutantResult, MutantsReport, run_mutants, select_mutants
 from settled.conformance._profiles import PROFILES, profile
 from settled.conformance.mutants import rule_coverage
@@ -36,21 +38,25 @@ def mutants(
                                                    "machine only.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each counterexample's "
                                           "step list.")] = False,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Folder for counterexamples "
+                                                 "(default ./settled-counterexamples).")] = None,
 ) -> None:
     """Run every mutant of the implementation through the lockstep kit; all must be killed."""
     try:
         settings = profile(profile_name)
         if only:
             select_mutants(only)  # fail on a typo before minutes of baseline
-    except ValueError as exc:
+        if out_dir is not None:
+            writable_dir(out_dir)
+    except (ValueError, OutputPathError) as exc:
         err.print(f"settled mutants: {exc}")
         raise typer.Exit(2) from None
     start = time.perf_counter()
     if as_json:
-        report = run_mutants(settings, seed=seed, names=only or None)
+        report = run_mutants(settings, seed=seed, names=only or None, out=out_dir)
     else:
         with err.status("starting…") as status:
-            report = run_mutants(settings, seed=seed, names=only or None,
+            report = run_mutants(settings, seed=seed, names=only or None, out=out_dir,
                                  progress=lambda n, total, what: status.update(
                                      f"[{n}/{total}] {what}"))
     elapsed = time.perf_counter() - start

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from settled import _diagrams
+from settled._stores import StoreError, chosen, resolved_store
 from settled._verify import SEED, verify
 from settled.conformance._profiles import PROFILES
 
@@ -33,12 +34,20 @@ def summary(result: dict[str, Any]) -> Table:
             f"{_mark(ex['ok'])} {ex['states']:,} states, {ex['seconds']}s",
             _system_cell(m["system"]),
             f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs, {ls.get('steps', 0):,} steps, "
-            f"{ls.get('seconds', 0)}s",
+            f"{_fired(ls)}, {ls.get('seconds', 0)}s"
+            + (" on PostgreSQL" if str(ls.get("store", "")).startswith("PostgreSQL") else ""),
             f"{_mark(tc['ok'])} {tc['events']:,} events", _mark(m["ok"]))
     views = result["views"]
     table.add_row("views", "", "", "", "", "",
                   "skipped" if views.get("skipped") else _mark(views["ok"]))
     return table
+
+
+def _fired(ls: dict[str, Any]) -> str:
+    """Edges and guard alternatives fired of those declared."""
+    edges, cases = ls.get("edges", 0), ls.get("guard_alternatives", 0)
+    return (f"edges {edges - len(ls.get('unfired_edges', []))}/{edges}, guard alternatives "
+            f"{cases - len(ls.get('unfired_guard_alternatives', []))}/{cases}")
 
 
 def _system_cell(sy: dict[str, Any]) -> str:
@@ -64,6 +73,13 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: {ls['failure']}")
         if ls.get("unfired_transitions"):
             err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
+        if ls.get("not_checked"):
+            err.print(f"{name}: NOT CHECKED: {', '.join(ls['not_checked'])} (the adapter declares "
+                      "them unobservable; the campaign never compared them with the model)")
+        for edge in ls.get("unfired_edges", []):
+            err.print(f"{name}: the campaign never fired the edge {edge}")
+        for case in ls.get("unfired_guard_alternatives", []):
+            err.print(f"{name}: the campaign never fired the guard alternative {case}")
     for name in result["views"].get("stale", []):
         what = "stale" if (Path(result.get("root", ".")) / "diagrams" / name).exists() else "missing"
         err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled diagrams / "
@@ -79,6 +95,10 @@ def verify_command(
     root: Annotated[Path, typer.Option(help="Project folder holding diagrams/ and tests/.")] = Path("."),
     profile: Annotated[str, typer.Option(help=f"Lockstep profile: {', '.join(PROFILES)}.")] = "ci",
     seed: Annotated[int, typer.Option(help="Lockstep seed.")] = SEED,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="Where the lockstep campaigns keep their state: 'sqlite' (files, the "
+                        "default), a postgresql:// URL, or 'temp-postgres' (a throwaway cluster). "
+                        "Default: $SETTLED_STORE, else sqlite.")] = None,
 ) -> None:
     """Static checks, exhaustive exploration, lockstep campaign, trace check and drift check."""
     if profile not in PROFILES:
@@ -88,7 +108,11 @@ def verify_command(
         _check_writable(root / "diagrams")
     say = (lambda line: None) if as_json else (lambda line: err.print(f"… {line}"))
     try:
-        result = verify(root, write=write, profile_name=profile, seed=seed, say=say)
+        with resolved_store(chosen(store)) as url:
+            result = verify(root, write=write, profile_name=profile, seed=seed, say=say, store=url)
+    except StoreError as e:
+        err.print(str(e))
+        raise typer.Exit(2) from None
     except _diagrams.OutputError as e:
         err.print(str(e))
         raise typer.Exit(2) from None

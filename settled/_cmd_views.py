@@ -60,6 +60,16 @@ def _write(files: dict[str, bytes], directory: Path, check: bool) -> list[str]:
         raise typer.Exit(2) from None
 
 
+def _writable(directory: Path) -> None:
+    from settled._paths import OutputPathError, writable_dir
+
+    try:
+        writable_dir(directory)
+    except OutputPathError as e:
+        err.print(f"{e}; pass a writable --root")
+        raise typer.Exit(2) from None
+
+
 def diagrams(check: Check = False, root: Root = Path(".")) -> None:
     """Write diagrams/<machine>.dot, .svg and .mmd from the declared tables."""
     _refuse_check_outside_project(check, root)
@@ -70,11 +80,13 @@ def diagrams(check: Check = False, root: Root = Path(".")) -> None:
 def spec(check: Check = False, root: Root = Path(".")) -> None:
     """Write diagrams/SPEC.md: states, transitions, properties and the rule matrix."""
     _refuse_check_outside_project(check, root)
+    directory = root / "diagrams"
+    if not check:
+        _writable(directory)  # before any warning: an unwritable root is the one error to say
     tests = root / "tests"
     if not any(tests.glob("test_*.py")):
         err.print(f"warning: no tests found in {tests}: every rule's test cell will say "
                   "'no test'; pass --root CHECKOUT to cite the project's tests")
-    directory = root / "diagrams"
     report(_write(spec_files(root), directory, check), check, directory)
 
 

@@ -205,5 +205,34 @@ def render_spec(machines: Sequence[Protocol], tests_dir: Path,
         out += machine_section(p)
     for sy in systems:
         out += system_section(sy)
+    out += OUTSIDE_THE_MODEL
     out += rule_matrix(machines, rule_tests(tests_dir), systems)
     return "\n".join(out)
+
+
+# State the implementation keeps that no declared machine owns, and why (checked by a test
+# against model/ and impl/, so a machine declared later makes this list stale, not wrong).
+OUTSIDE_THE_MODEL = [
+    "## Outside the model", "",
+    "Two pieces of the implementation's state change in steps but are not declared as "
+    "machines of their own. They are listed here so a reviewer knows what the tables do not "
+    "cover.", "",
+    "| state | where | values | why it is not a machine here | what checks it |",
+    "| --- | --- | --- | --- | --- |",
+    "| task phase | `tasks.phase` (impl/_store.py, impl/_worker.py) | `open`, "
+    "`executing`, then `answered`, `query_failed`, `query_cancelled` or `query_not_run` "
+    "| it is a projection of the task's queries, not a protocol with choices of its own: "
+    "a task starts `open` and a condition update sets it back, confirm sets `executing`, "
+    "a settled query sets the phase of its outcome. The only rule "
+    "about it (Q24: a late outcome moves the phase only at its own condition version and "
+    "outside a clarification) is modelled as the query machine's `phase_moved` variable "
+    "and the step property that guards it | `query.phase_moved`, the Q24 tests |",
+    "| message attribution | `messages.attribution` (impl/_store.py) | `pending`, "
+    "`attributed`, `failed` | the attribution itself (which task a message belongs to) is "
+    "decided outside the protocol, by the agent's language model. The query system declares "
+    "what the protocol needs of it as the shared variable `message` (attributed or pending; "
+    "the implementation's `failed` blocks exactly as `pending` does, Q10) with the "
+    "`message_received` and `message_attributed` steps; the per-message history is not "
+    "modelled | `query_system.message`, the Q9 and Q10 tests |",
+    "",
+]

@@ -16,6 +16,7 @@ does not fail on them; ``--write`` keeps them current.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,11 +25,21 @@ from typing import Any
 
 from settled import _diagrams
 from settled._cmd_views import diagram_files, spec_files
+from settled.conformance._adapter import AdapterError
+from settled.conformance._api import probe
 from settled.conformance._explore import explore
-from settled.conformance._lockstep import run_lockstep, unfired
+from settled.conformance._lockstep import (
+    declared_cases,
+    declared_edges,
+    run_lockstep,
+    unfired,
+    unfired_cases,
+    unfired_edges,
+)
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES
 from settled.conformance._system import explore_system
+from settled.impl._pg import redact
 from settled.model import MACHINES, Protocol
 from settled.model._graph import static_findings
 from settled.model._system import System
@@ -78,17 +89,32 @@ def check_system(system: System) -> dict[str, Any]:
             "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
 
 
-def check_lockstep(name: str, profile_name: str, seed: int) -> tuple[dict[str, Any],
-                                                                     dict[str, Any], Any]:
-    suite = SUITES[name]()
+def check_lockstep(name: str, profile_name: str, seed: int,
+                   store: str | None = None) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    build = SUITES[name]
+    on_pg = store is not None and "store" in inspect.signature(build).parameters
+    suite = build(store=store) if on_pg else build()
+    where = ("PostgreSQL " + redact(store) if on_pg and store else
+             "SQLite files" + (" (this machine has no PostgreSQL store)" if store else ""))
     start = time.perf_counter()
     record = run_lockstep(suite.lockstep(), profile(profile_name), seed=seed)
     seconds = time.perf_counter() - start
     missing = unfired(suite.protocol, record.fired)
-    lockstep = {"ok": record.failure is None and not missing, "profile": profile_name,
-                "seed": seed, "examples": record.examples, "steps": sum(record.fired.values()),
-                "seconds": round(seconds, 2), "unfired_transitions": missing,
-                "failure": record.failure}
+    edges = unfired_edges(suite.protocol, record.edges)
+    cases = unfired_cases(suite.protocol, record.cases)
+    failure = record.failure or record.adapter_error
+    try:
+        not_checked = list(probe(suite.adapter, suite.protocol)[2])
+    except AdapterError as exc:
+        not_checked, failure = [], failure or str(exc)
+    lockstep = {"ok": failure is None and not missing and not edges and not cases,
+                "not_checked": not_checked,
+                "profile": profile_name, "seed": seed, "examples": record.examples,
+                "steps": sum(record.fired.values()), "seconds": round(seconds, 2),
+                "unfired_transitions": missing,
+                "edges": len(declared_edges(suite.protocol)), "unfired_edges": edges,
+                "guard_alternatives": len(declared_cases(suite.protocol)),
+                "unfired_guard_alternatives": cases, "failure": failure, "store": where}
     trace = {"ok": record.trace_failure is None and record.trace_events > 0,
              "events": record.trace_events, "failure": record.trace_failure}
     return lockstep, trace, record
@@ -100,7 +126,9 @@ def check_views(root: Path, write: bool) -> list[str]:
 
 
 def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: int = SEED,
-           machines: list[str] | None = None, say: Say = lambda line: None) -> dict[str, Any]:
+           machines: list[str] | None = None, say: Say = lambda line: None,
+           store: str | None = None) -> dict[str, Any]:
+    """``store``: a postgresql:// URL the lockstep campaigns run against (default: SQLite files)."""
     start = time.perf_counter()
     reports = {}
     for name in machines or list(MACHINES):
@@ -115,10 +143,15 @@ def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: i
         else:
             report.system = {"ok": False, "findings": [f"no system declared for {name}"]}
         if name in SUITES:
-            say(f"{name}: lockstep campaign ({profile_name} profile) against the SQLite implementation")
-            report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed)
+            against = "the SQLite implementation" if store is None else f"PostgreSQL {redact(store)}"
+            say(f"{name}: lockstep campaign ({profile_name} profile) against {against}")
+            report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed,
+                                                                         store)
+            if store is not None and not report.lockstep["store"].startswith("PostgreSQL"):
+                say(f"{name}: NOTE: no PostgreSQL store for this machine; its campaign ran on "
+                    "SQLite files")
             if write:
-                svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges)
+                svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges, record.cases)
                 _diagrams.write_or_check({f"{name}.coverage.svg": svg}, root / "diagrams", False)
         else:
             report.lockstep = {"ok": False, "failure": f"no lockstep suite for {name}"}

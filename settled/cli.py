@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("_cmd_explore", "Explore every reachable state of a machine or a system."),
     "check": ("_cmd_trace", "Replay a recorded trace through the model."),
     "export-trace": ("_cmd_trace", "Write an implementation's event log as settled.trace/1."),
+    "lockstep": ("_cmd_lockstep", "Run the lockstep kit on any adapter (MODULE:FACTORY)."),
+    "replay": ("_cmd_lockstep", "Run a saved lockstep counterexample again."),
     "mutants": ("_cmd_mutants", "Run the bug catalogue against the lockstep kit."),
     "demo": ("_cmd_demo", "Tell each source system's story on real files."),
     "bench": ("_cmd_bench", "Measure every part side by side in one run."),
@@ -80,7 +82,38 @@ def main() -> None:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache / "settled" / "hypothesis"))
     _load(sys.argv[1:])
-    app()
+    sys.exit(_run(sys.argv[1:]))
+
+
+def _click_errors() -> tuple[type[Exception], type[Exception], type[Exception]]:
+    """Click's UsageError, ClickException and Abort, found through Typer's public
+    BadParameter and Abort (Typer may bundle its own copy of Click)."""
+    by_name = {c.__name__: c for c in typer.BadParameter.__mro__}
+    return by_name["UsageError"], by_name["ClickException"], typer.Abort
+
+
+def _run(argv: list[str]) -> int:
+    """Run the command; a malformed call is one line on stderr and exit 2, not a panel."""
+    usage_error, click_error, abort = _click_errors()
+    try:
+        result = app(args=argv, prog_name="settled", standalone_mode=False)
+    except usage_error as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            app(args=argv, prog_name="settled")  # prints the help and exits 2, as before
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else "settled"
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        text = " ".join(message.split()).rstrip(".")
+        print(f"{where}: {text}; see '{where} --help'", file=sys.stderr)
+        return 2
+    except click_error as e:
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        print(f"settled: {' '.join(message.split())}", file=sys.stderr)
+        return int(getattr(e, "exit_code", 2))
+    except abort:
+        print("settled: aborted", file=sys.stderr)
+        return 130
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,3 +12,41 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+# One cluster for the whole test session, started on first use by a test that
+# asks for ``pg_url``. $SETTLED_TEST_PG_URL points the tests at an existing
+# server instead (its account needs CREATE on the database: every test works
+# in a fresh schema). Without either, the PostgreSQL tests are skipped (one
+# line, tests/test_postgres.py) or, with CI=true, fail.
+PG_URL_ENV = "SETTLED_TEST_PG_URL"
+
+
+def postgres_missing() -> str | None:
+    """Why the PostgreSQL tests cannot run here, or None if they can."""
+    from settled.impl._pgcluster import find_binaries
+
+    if os.environ.get(PG_URL_ENV) or find_binaries() is not None:
+        return None
+    return ("no PostgreSQL server binaries (initdb, pg_ctl, postgres) found and "
+            f"${PG_URL_ENV} is not set")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    given = os.environ.get(PG_URL_ENV)
+    if given:
+        yield given
+        return
+    from settled.impl._pgcluster import Cluster
+
+    missing = postgres_missing()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {missing}: the PostgreSQL tests must run in CI")
+        pytest.skip(missing)
+    # fsync off: campaigns of thousands of commits on a shared disk; a killed
+    # worker process loses nothing either way (see impl/_pgcluster.py).
+    with Cluster(durable=False) as cluster:
+        yield cluster.url()

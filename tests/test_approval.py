@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from settled._demo_approval import bench_approval, demo_approval
 from settled.impl._approval import (
     TOOL_SPECS,
     ApprovalExpired,
@@ -26,7 +28,6 @@ from settled.impl._approval import (
     ToolSpec,
 )
 from settled.impl._business import BusinessStore
-from settled.impl._demo_approval import bench_approval, demo_approval
 from settled.impl._errors import Busy, CallerError, InvalidInput, LookupFailed, NotFound
 from settled.impl._reconciler import LookupAnswer, LookupStatus, lookup
 from settled.model import Config

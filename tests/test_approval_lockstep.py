@@ -15,14 +15,24 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from settled.conformance._approval_adapter import FORBIDDEN, ApprovalAdapter
-from settled.conformance._lockstep import Action, replay, run_lockstep, unfired
+
+from settled.conformance._approval_adapter import ApprovalAdapter
+from settled.conformance._lockstep import (
+    Action,
+    replay,
+    run_lockstep,
+    unfired,
+    unfired_cases,
+    unfired_edges,
+)
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, approval_suite
 from settled.conformance._trace import check_lines
 from settled.conformance.mutants.approval import MUTANTS
 from settled.impl._checkpoint import model_moves
 from settled.model import APPROVAL
+
+FORBIDDEN = APPROVAL.refusable
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +58,17 @@ def story(instance: int, retry_safe: bool, *triggers: str) -> list[Action]:
 @pytest.mark.rule("R4")
 @pytest.mark.rule("R5")
 @pytest.mark.rule("R6")
+def test_a_short_campaign_passes_and_fires_every_edge():
+    """The default run's campaign: the tour (every edge, guard alternative and refusal)
+    and a few random runs; the full ci campaign below is marked slow."""
+    record = run_lockstep(approval_suite().lockstep(), profile("dev"), seed=20261202)
+    assert record.failure is None and record.adapter_error is None, record.failure
+    assert unfired_edges(APPROVAL, record.edges) == []
+    assert unfired_cases(APPROVAL, record.cases) == []
+    assert record.trace_events > 0
+
+
+@pytest.mark.slow
 def test_the_ci_campaign_passes_and_fires_every_transition():
     record = run_lockstep(approval_suite().lockstep(), profile("ci"), seed=20261202)
     assert record.failure is None, record.failure

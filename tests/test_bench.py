@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 import typer
+from typer.testing import CliRunner
+
+from settled import _cmd_bench, cli
+from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
+from settled._cmd_bench import register
 from settled.conformance._trace import check_file
 from settled.conformance._tracegen import trace_lines
 from settled.impl import _db, _store, _worker
@@ -23,21 +28,18 @@ from settled.impl._errors import StaleVersion
 from settled.impl._platform import SyntheticPlatform
 from settled.impl._store import QueryStore
 from settled.model import QUERY
-from typer.testing import CliRunner
-
-from settled import _cmd_bench, cli
-from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
-from settled._cmd_bench import register
 
 KEYS = {
     "impl": {"queries_per_second_1_worker", "queries_per_second_4_workers", "duplicate_executions",
              "raw_commits_per_second", "transactions_per_query", "ratio_to_raw_commits"},
     "lockstep": {"steps_per_second", "noop_steps_per_second", "ratio"},
-    "trace_check": {"events", "events_per_second", "ratio_to_json_parse"},
+    "trace_check": {"events", "events_per_second", "ratio_to_json_parse", "many_workers_ratio"},
     "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
                 "transitions_states_per_second", "transitions_states", "system_states",
                 "system_states_unreduced", "system_seconds"},
     "approval": {"writes_per_second", "lookups_per_second"},
+    "ledger": {"turns_per_second", "calls_per_second", "recoveries_per_second",
+               "recovery_seconds_over_turn_seconds"},
 }
 
 
@@ -92,6 +94,44 @@ def test_transactions_per_query_is_the_sum_of_the_counted_commits(quick: dict[st
     impl = quick["impl"]
     assert sum(impl["transactions_by_module"].values()) == impl["transactions_per_query"]
     assert set(impl["transactions_by_module"]) == {"store", "worker", "platform"}
+
+
+def test_a_happy_path_query_needs_at_most_six_agent_commits_on_either_store(
+        quick: dict[str, Any]) -> None:
+    impl = quick["impl"]
+    agent = sum(n for m, n in impl["transactions_by_module"].items() if m != "platform")
+    assert impl["commits_per_query"]["sqlite"] == impl["sqlite"]["commits_per_query"] == agent
+    assert agent <= 6
+    postgres = impl["postgres"]
+    if "skipped" in postgres:  # said loudly on stderr; here the binaries are missing
+        assert impl["commits_per_query"]["postgres"] is None
+        return
+    assert impl["commits_per_query"]["postgres"] == postgres["commits_per_query"] <= 6
+
+
+def test_both_stores_report_queries_per_second_at_each_process_count(
+        quick: dict[str, Any]) -> None:
+    impl = quick["impl"]
+    stores = ["sqlite"] if "skipped" in impl["postgres"] else ["sqlite", "postgres"]
+    for kind in stores:
+        section = impl[kind]
+        rates = section["queries_per_second"]
+        assert set(rates) == {"1", "2", "4", "8"} and all(v > 0 for v in rates.values())
+        assert section["scaling_8_over_1"] == pytest.approx(rates["8"] / rates["1"], rel=0.01)
+        assert section["duplicate_executions"] == 0
+
+
+def test_the_bench_says_in_one_line_when_it_skips_postgresql(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from settled._bench import _postgres
+
+    lines: list[str] = []
+    with _postgres("sqlite", lines.append) as (url, reason):
+        assert url is None and reason is not None and "--store sqlite" in reason
+    monkeypatch.setenv("SETTLED_PG_BIN", "/nonexistent-postgres-bin")
+    with _postgres(None, lines.append) as (url, reason):
+        assert url is None and reason is not None and "no PostgreSQL server binaries" in reason
+    assert len(lines) == 2 and all("PostgreSQL figures SKIPPED" in line for line in lines)
 
 
 def test_the_ratios_are_computed_from_the_reported_rates(quick: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,41 @@ def test_bounds_past_the_maximum_are_refused_before_any_work(args: tuple[str, ..
     assert "over the maximum" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_an_exploration_says_how_much_memory_it_will_take() -> None:
+    done = _settled("explore", "approval", "--json")
+    assert done.returncode == 0
+    assert "estimate: about 231 states" in done.stderr and "(measured)" in done.stderr
+    report = json.loads(done.stdout)
+    assert report["memory_estimate"]["states"] == 231 == report["states"]
+
+
+def test_an_exploration_that_cannot_fit_in_memory_is_refused_before_any_work() -> None:
+    # Three queries of the query system: hundreds of millions of states, far past any laptop.
+    done = _settled("explore", "query", "--queries", "3")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert "GB of memory (extrapolated" in done.stderr and "--max-states" in done.stderr
+    assert done.stdout == ""
+
+
+def test_the_memory_estimate_follows_measured_figures_and_caps_at_max_states() -> None:
+    from settled._memory import MEASURED, estimate
+
+    for (model, queries, workers), states in MEASURED.items():
+        guess = estimate(model, queries, workers)
+        assert guess is not None and guess.measured and guess.states == states
+    assert estimate("a_machine_nobody_measured", 1, None) is None
+    huge = estimate("query", 3, None, limit=16 * 2**30)
+    assert huge is not None and not huge.fits and huge.states > 100 * MEASURED[("query", 2, 2)]
+    capped = estimate("query", 3, None, max_states=1000, limit=16 * 2**30)
+    assert capped is not None and capped.fits and capped.states == 1000
+    # Each worker and each instance only ever adds states.
+    for model, workers in (("query", 1), ("query", 2), ("query", 3), ("approval", None),
+                           ("ledger", None)):
+        sizes = [getattr(estimate(model, n, workers), "states", None) for n in (1, 2, 3)]
+        assert sizes == sorted(sizes), (model, workers, sizes)
+
+
 def test_an_unwritable_itf_folder_is_refused_before_the_exploration(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -126,3 +162,13 @@ def test_a_demo_keeps_its_databases_in_dir_for_export_trace(tmp_path: Path) -> N
     assert exported.returncode == 0
     again = _settled("demo", "query", "--dir", str(keep))
     assert again.returncode == 2 and "is not empty" in again.stderr
+
+
+def test_a_store_that_is_no_store_is_one_line_with_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    for command in (["verify", "--store", "mysql://x"], ["bench", "--quick", "--store", "x.db"]):
+        done = _settled(*command)
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert "is neither 'sqlite'" in done.stderr and "Traceback" not in done.stderr
+    monkeypatch.setenv("SETTLED_STORE", "nonsense")
+    done = _settled("verify")
+    assert done.returncode == 2 and "'nonsense'" in done.stderr

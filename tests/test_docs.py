@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from settled.model import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,3 +39,24 @@ def test_user_facing_text_names_the_source_articles_not_seed_files() -> None:
             if path.suffix in (".py", ".md"):
                 text = path.read_text(encoding="utf-8")
                 assert not re.search(r"\bseed (000|003)\b|seeds/", text, flags=re.IGNORECASE), path
+
+
+def test_reviewing_guide_quotes_a_real_counterexample_and_the_real_focused_diagrams() -> None:
+    """The guide's example run is what the explorer prints for that broken table, and it
+    names every focused diagram that `settled diagrams` writes."""
+    from test_explore import MUTANTS
+
+    from settled import _diagrams
+    from settled.conformance._explore import explore
+    from settled.model import MACHINES
+
+    text = (ROOT / "docs" / "REVIEWING.md").read_text(encoding="utf-8")
+    mutant = next(m.values[1] for m in MUTANTS if m.id == "stale-lease-writes")
+    finding = next(f for f in explore(mutant).violations
+                   if f.name == "stale_lease_changes_nothing")
+    assert finding.counterexample is not None
+    assert finding.counterexample.steps_text() in text
+    named = set(re.findall(r"\(\.\./diagrams/(\w+\.\w+)\.svg\)", text)) - {
+        "query.coverage", "approval.coverage"}
+    assert named == {f"{p.name}.{s}" for p in MACHINES.values()
+                     for s in _diagrams.focused_states(p)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from settled.conformance._lockstep import (
     Action,
     make_lockstep,
@@ -13,15 +14,18 @@ from settled.conformance._lockstep import (
     tour,
     transition_label,
     unfired,
+    unfired_cases,
+    unfired_edges,
 )
 from settled.conformance._profiles import profile
-from settled.conformance._query_adapter import FORBIDDEN, QueryAdapter
+from settled.conformance._query_adapter import QueryAdapter
 from settled.impl._errors import PlatformUnavailable
 from settled.impl._events import apply_step
 from settled.impl._worker import Worker
 from settled.model import QueryState, build_query_machine
 
 MODEL = build_query_machine(workers=2)
+FORBIDDEN = MODEL.refusable
 
 
 def lockstep(adapter_class=QueryAdapter, name="query"):
@@ -53,6 +57,17 @@ def _transition_of(path: list[Action]):
 @pytest.mark.rule("Q14")
 @pytest.mark.rule("Q16")
 @pytest.mark.rule("Q21")
+def test_a_short_campaign_passes_and_fires_every_edge():
+    """The default run's campaign: the tour (every edge, guard alternative and refusal)
+    and a few random runs; the full ci campaign below is marked slow."""
+    record = run_lockstep(lockstep(), profile("dev"), seed=20261202)
+    assert record.failure is None and record.adapter_error is None, record.failure
+    assert unfired_edges(MODEL, record.edges) == []
+    assert unfired_cases(MODEL, record.cases) == []
+    assert record.trace_events > 0
+
+
+@pytest.mark.slow
 def test_the_ci_campaign_passes_and_fires_every_transition():
     record = run_lockstep(lockstep(), profile("ci"), seed=20261202)
     assert record.failure is None, record.failure

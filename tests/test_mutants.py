@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer.testing import CliRunner
+
+from settled._cmd_mutants import register
 from settled.conformance import _mutants_run
 from settled.conformance._lockstep import Action, replay, run_lockstep
 from settled.conformance._mutants_run import run_mutants, select_mutants
@@ -25,9 +28,6 @@ from settled.conformance._suites import Suite, query_suite
 from settled.conformance.mutants import Mutant, all_mutants, rule_coverage
 from settled.conformance.mutants.query import MUTANTS
 from settled.model import RULES
-from typer.testing import CliRunner
-
-from settled._cmd_mutants import register
 
 # The ci campaign (what `settled mutants` and `settled verify` run) with one
 # fixed seed: the coverage tour kills most mutants whatever the seed; the rest
@@ -143,6 +143,17 @@ def test_a_mutant_the_kit_cannot_run_is_not_counted_as_killed(unrunnable: Mutant
     assert report.to_json()["killed"] == 0
 
 
+def test_a_counterexample_that_cannot_be_written_is_still_a_kill(tmp_path: Path) -> None:
+    """Writing the counterexample is its own error, said in the failure; never a survival."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    [mutant] = select_mutants(["Q14-lost-response-recorded-as-failed"])
+    result = _mutants_run._mutant(mutant, profile("dev"), 1, blocker)
+    assert result.killed and result.steps
+    assert result.itf_path is None
+    assert result.failure is not None and "COUNTEREXAMPLE NOT SAVED" in result.failure
+
+
 # --------------------------------------------------------------------------- (c) the command line
 def test_mutants_json_has_exactly_the_documented_keys() -> None:
     app = typer.Typer()
@@ -183,7 +194,7 @@ def test_mutants_refuses_an_unknown_profile_or_name_with_exit_2() -> None:
 
 # --------------------------------------------------------------------------- (b) the ci campaign
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(1, 11))
 def test_the_ci_campaign_kills_the_whole_catalogue_and_passes_the_baseline(seed: int) -> None:
     report = run_mutants(profile("ci"), seed=seed)
     failed = [b.failure for b in report.baseline if not b.passed]

@@ -14,11 +14,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 from settled.impl._errors import (
     IdempotencyConflict,
     InvalidInput,
     MessagePending,
     NotAllowed,
+    NotFound,
     StaleVersion,
 )
 from settled.impl._events import export_jsonl
@@ -431,3 +433,23 @@ def test_observe_speaks_the_models_terms_like_the_log(store: QueryStore, task_id
     seen = store.observe(query.query_id)
     assert seen == {"state": "queued", **store.events(query.query_id)[-1]["vars"]}
     assert (seen["task_version"], seen["authorized_version"]) == (2, 1), "counted from the draft"
+
+
+# --------------------------------------------------------------------------- one commit (Q9)
+@pytest.mark.rule("Q9")
+def test_a_message_received_with_its_task_is_attributed_in_the_same_commit(
+        store: QueryStore, task_id: str) -> None:
+    message = store.receive_message(SESSION, USER, EXECUTE, CLOCK, task_id=task_id)
+    assert (message.attribution, message.task_id) == ("attributed", task_id)
+    # A redelivery under the same id and task changes nothing.
+    again = store.receive_message(SESSION, USER, EXECUTE, CLOCK, message_id=message.message_id,
+                                  task_id=task_id)
+    assert again == message
+
+
+def test_a_message_received_with_another_sessions_task_is_refused_and_not_stored(
+        store: QueryStore, task_id: str) -> None:
+    with pytest.raises(NotAllowed, match="another session or user"):
+        store.receive_message("s2", "u2", EXECUTE, CLOCK, message_id="m-x", task_id=task_id)
+    with pytest.raises(NotFound):
+        store.message("m-x")

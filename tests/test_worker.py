@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from settled.conformance._trace import check_lines
 from settled.impl._crash import CrashNow, CrashPoints
 from settled.impl._errors import NotAllowed, StaleLease
@@ -486,7 +487,7 @@ def test_ending_the_run_that_confirmed_a_query_does_not_cancel_it(
 # --------------------------------------------------------------------------- notifications (Q25)
 @pytest.mark.rule("Q24")
 @pytest.mark.rule("Q25")
-def test_a_crash_after_the_terminal_commit_queues_the_notification_once_on_recovery(
+def test_a_crash_after_the_terminal_commit_finds_the_notification_already_queued(
         store: QueryStore, platform: SyntheticPlatform, clock: FakeClock, task_id: str) -> None:
     qid = queued(store, task_id).query_id
     doomed = Worker(store.path, platform, "w1", LEASE, clock,
@@ -496,13 +497,35 @@ def test_a_crash_after_the_terminal_commit_queues_the_notification_once_on_recov
     with pytest.raises(CrashNow):
         doomed.lookup(qid)
     doomed.close()
-    assert store.query(qid).state is S.SUCCEEDED and store.notifications(task_id) == []
+    # The outcome and its notification are one commit: nothing is missing.
+    assert store.query(qid).state is S.SUCCEEDED and len(store.notifications(task_id)) == 1
     with Worker(store.path, platform, "w2", LEASE, clock) as rescuer:
-        assert rescuer.run_once()
         assert not rescuer.run_once()
-        assert len(rescuer.recover_notifications()) == 0
+        assert rescuer.recover_notifications() == []
     assert len(store.notifications(task_id)) == 1
     assert_conforms(store)
+
+
+@pytest.mark.rule("Q24")
+def test_a_settled_query_without_a_notification_gets_one_on_recovery(
+        store: QueryStore, platform: SyntheticPlatform, clock: FakeClock, task_id: str) -> None:
+    qid = queued(store, task_id).query_id
+    with Worker(store.path, platform, "w1", LEASE, clock) as worker:
+        submitted(worker, qid)
+        platform.complete(qid)
+        worker.lookup(qid)
+    # A store written before outcome and notification shared a commit.
+    raw = sqlite3.connect(store.path, isolation_level=None)
+    (message_id,) = raw.execute("SELECT message_id FROM notifications WHERE query_id = ?",
+                                (qid,)).fetchone()
+    raw.execute("DELETE FROM notifications WHERE query_id = ?", (qid,))
+    raw.execute("DELETE FROM messages WHERE message_id = ?", (message_id,))
+    raw.close()
+    assert store.notifications(task_id) == []
+    with Worker(store.path, platform, "w2", LEASE, clock) as rescuer:
+        assert len(rescuer.recover_notifications()) == 1
+        assert rescuer.recover_notifications() == []
+    assert len(store.notifications(task_id)) == 1
 
 
 # --------------------------------------------------------------------------- processes (Q11)
@@ -535,4 +558,29 @@ def test_three_worker_processes_run_each_query_exactly_once(
     assert len(store.notifications(task_id)) == 8
     owners = {store.query(q).lease_owner for q in ids}
     assert owners <= {"p0", "p1", "p2"}
+    assert_conforms(store)
+
+
+# --------------------------------------------------------------------------- one commit (Q11, Q12)
+@pytest.mark.rule("Q12")
+def test_claiming_a_queued_query_with_begin_submit_logs_both_steps_in_one_commit(
+        store: QueryStore, worker: Worker, task_id: str) -> None:
+    qid = queued(store, task_id).query_id
+    assert worker.claim(qid, begin_submit=True) == qid
+    assert log(store, qid)[-2:] == [("claim", "queued", "queued"),
+                                    ("begin_submit", "queued", "submitting")]
+    done = store.query(qid)
+    assert (done.submissions, done.submit_epoch, done.lease_epoch) == (1, 1, 1)
+    assert worker.call_submit(qid) is S.RUNNING
+    assert_conforms(store)
+
+
+def test_claiming_a_live_query_with_begin_submit_only_claims(
+        store: QueryStore, platform: SyntheticPlatform, clock: FakeClock, task_id: str) -> None:
+    qid = queued(store, task_id).query_id
+    with Worker(store.path, platform, "w1", 0, clock) as first:
+        submitted(first, qid)
+    with Worker(store.path, platform, "w2", 0, clock) as second:
+        second.claim(qid, begin_submit=True)
+    assert log(store, qid)[-1] == ("claim", "running", "running")
     assert_conforms(store)

@@ -35,9 +35,9 @@ from settled.impl._store import (
     QueryStatus,
     QueryStore,
     Task,
-    iso,
     _check_message,
     _check_versions,
+    iso,
     message_row,
     query_row,
     require_id,
@@ -414,8 +414,9 @@ class RedeliveryTakesNewClock(QueryStore):
     """
 
     def receive_message(self, session_id: str, user_id: str, text: str,
-                        clock: tuple[datetime, str], message_id: str | None = None) -> Message:
-        message = super().receive_message(session_id, user_id, text, clock, message_id)
+                        clock: tuple[datetime, str], message_id: str | None = None,
+                        task_id: str | None = None) -> Message:
+        message = super().receive_message(session_id, user_id, text, clock, message_id, task_id)
         if message_id is not None:
             with write(self._conn) as conn:  # the bug: the delivery's clock overwrites the first
                 conn.execute("UPDATE messages SET request_clock_utc = ?, time_zone = ? "
@@ -432,12 +433,12 @@ class NotificationClockIsNow(Worker):
     arrived.
     """
 
-    def queue_notification(self, query_id: str) -> str | None:
-        made = super().queue_notification(query_id)
-        if made is not None:
-            with write(self._conn) as conn:
-                conn.execute("UPDATE notifications SET request_clock_utc = ? WHERE query_id = ?",
-                             (iso(self._now()), query_id))
+    @staticmethod
+    def _queue_in(conn: sqlite3.Connection, query_id: str, now: str) -> str | None:
+        made = Worker._queue_in(conn, query_id, now)
+        if made is not None:  # the bug: the clock of the moment it is queued
+            conn.execute("UPDATE notifications SET request_clock_utc = ? WHERE query_id = ?",
+                         (now, query_id))
         return made
 
 
@@ -602,12 +603,13 @@ class RevisionKeepsOldDraft(QueryStore):
 
 
 class BudgetAttributedLater(QueryStore):
-    """Q7 broken: the confirmation does not attribute the budget to its message.
+    """Q7 broken: the confirmation does not record its confirming message.
 
-    How it gets written: the confirm transaction records the authorization
-    and queues the query, and the budget attribution is left to "whoever
-    reports the result", which never does it: the settled query has no
-    budget message, so no result notification is ever queued for it.
+    How it gets written: the confirm transaction records the authorization,
+    the budget and the queueing, and the confirming message's id is left to
+    "the status tool, when it is first asked", which never does it: the
+    status tool then cannot tell the confirming message from any other and
+    hands it the result to interpret (Q26 depends on Q7's one transaction).
     """
 
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
@@ -617,8 +619,8 @@ class BudgetAttributedLater(QueryStore):
                                 message_id, run_id)
         if first and query.state is S.QUEUED:
             with write(self._conn) as conn:  # the bug: not part of the confirmation
-                conn.execute("UPDATE queries SET budget_message_id = NULL WHERE query_id = ?",
-                             (query_id,))
+                conn.execute("UPDATE queries SET confirmation_message_id = NULL "
+                             "WHERE query_id = ?", (query_id,))
         return self.query(query_id)
 
 
@@ -667,11 +669,11 @@ class StoppedRunCancels(QueryStore):
 
 
 class VersionCountsEveryTask(QueryStore):
-    """T1 broken: the next condition version is counted over every task's versions.
+    """T1 broken: the next condition version is counted over the session's tasks.
 
-    How it gets written: ``SELECT COUNT(*) FROM task_conditions`` without
-    ``WHERE task_id = ?``: the first update of a task in a store with other
-    tasks jumps its version, so version+1 is no longer what the update saves
+    How it gets written: the count of ``task_conditions`` rows is joined to
+    the session instead of filtered by ``task_id``: the first update of a task
+    in a session with other tasks jumps its version, so version+1 is no longer what the update saves
     and every reader holding the current version is told it is stale.
     """
 
@@ -681,7 +683,9 @@ class VersionCountsEveryTask(QueryStore):
         if expected_version != task.condition_version:
             return super().update_conditions(task_id, expected_version, patch)
         with write(self._conn) as conn:
-            version = conn.execute("SELECT COUNT(*) FROM task_conditions").fetchone()[0] + 1
+            version = conn.execute(  # the bug: the session's rows, not the task's
+                "SELECT COUNT(*) FROM task_conditions JOIN tasks USING (task_id) "
+                "WHERE tasks.session_id = ?", (task.session_id,)).fetchone()[0] + 1
             merged = {**task.conditions, **{k: v for k, v in patch.items() if v is not None}}
             conn.execute("UPDATE tasks SET conditions = ?, condition_version = ? WHERE "
                          "task_id = ?", (json.dumps(merged), version, task_id))
@@ -733,8 +737,8 @@ MUTANTS: list[Mutant] = [
     _mutant("Q10-pending-message-ignored", PendingMessageIgnored),
     _mutant("Q23-authorization-follows-task", AuthorizationFollowsTask),
     _mutant("T3-revision-keeps-old-draft", RevisionKeepsOldDraft),
-    _mutant("Q7-budget-not-attributed-at-confirmation", BudgetAttributedLater),
+    _mutant("Q7-confirming-message-not-recorded", BudgetAttributedLater),
     _mutant("Q9-pending-message-checked-after-queueing", PendingCheckedAfterQueueing),
     _mutant("Q22-stopped-run-requests-cancel", StoppedRunCancels),
-    _mutant("T1-version-counted-over-every-task", VersionCountsEveryTask),
+    _mutant("T1-version-counted-over-the-session", VersionCountsEveryTask),
 ]

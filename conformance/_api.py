@@ -1,0 +1,375 @@
+"""The public face of the conformance kit: one runner, one report, one pytest line.
+
+``lockstep(factory, machine)`` runs a whole campaign (the directed coverage
+tour, then Hypothesis's random runs) against the implementation behind
+``factory()`` and returns a :class:`Report`. ``lockstep_case`` wraps the same
+campaign as a test class, one line per implementation in a user's test file.
+``load_counterexample`` and ``replay_counterexample`` read a saved
+counterexample (a step list or an ITF trace) and run it again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import unittest
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from settled.model import MACHINES, Protocol
+
+from . import _itf
+from ._adapter import Adapter, AdapterError
+from ._lockstep import (
+    STEPS_SCHEMA,
+    Action,
+    Contract,
+    Invalid,
+    declared_cases,
+    declared_edges,
+    make_lockstep,
+    replay,
+    run_lockstep,
+    unfired,
+    unfired_cases,
+    unfired_edges,
+)
+from ._profiles import PROFILES
+from ._profiles import profile as named_profile
+
+AdapterFactory = Callable[[], Adapter]
+
+PASSED, DIVERGED, ADAPTER_ERROR = "passed", "diverged", "adapter_error"
+EXIT_CODES = {PASSED: 0, DIVERGED: 1, ADAPTER_ERROR: 3}
+
+
+@dataclass
+class Report:
+    """What one lockstep campaign found.
+
+    ``status`` is ``passed`` (every run agreed with the model and every event
+    log passed the trace checker), ``diverged`` (a counterexample: ``failure``,
+    ``steps``, ``counterexample``) or ``adapter_error`` (the adapter broke its
+    contract; nothing about the implementation is known). ``not_checked`` names
+    the variables the adapter declared unobservable: they were never compared.
+    """
+
+    machine: str
+    status: str
+    profile: str
+    seed: int | None
+    instances: int
+    examples: int
+    seconds: float
+    trace_events: int
+    failure: str | None = None
+    adapter_error: str | None = None
+    steps: list[Action] = field(default_factory=list)
+    counterexample: Path | None = None
+    counterexample_error: str | None = None
+    not_checked: tuple[str, ...] = ()
+    fired: dict[str, int] = field(default_factory=dict)
+    unfired: list[str] = field(default_factory=list)
+    edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    cases: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    edges_declared: int = 0
+    unfired_edges: list[str] = field(default_factory=list)
+    cases_declared: int = 0
+    unfired_cases: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PASSED
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 diverged, 3 adapter error or a counterexample that could not be written."""
+        if self.status == DIVERGED and self.counterexample_error:
+            return 3
+        return EXIT_CODES[self.status]
+
+    def text(self) -> str:
+        head = {PASSED: "PASSED", DIVERGED: "DIVERGED", ADAPTER_ERROR: "ADAPTER ERROR"}[self.status]
+        seed = "random" if self.seed is None else str(self.seed)
+        runs = (f"{self.examples} random runs" if self.examples or self.status != DIVERGED
+                else "found by the directed tour")
+        lines = [f"lockstep {self.machine}: {head} ({runs}, {self.instances} "
+                 f"instances, profile {self.profile}, seed {seed}, {self.seconds:.1f} s, "
+                 f"{self.trace_events} logged events accepted by the trace checker)"]
+        if self.status == PASSED:
+            lines.append(f"coverage: edges {self.edges_declared - len(self.unfired_edges)}/"
+                         f"{self.edges_declared}, guard alternatives "
+                         f"{self.cases_declared - len(self.unfired_cases)}/{self.cases_declared}")
+            for what in (*self.unfired_edges, *self.unfired_cases):
+                lines.append(f"NEVER FIRED: {what}")
+        if self.not_checked:
+            lines.append(f"NOT CHECKED: {', '.join(self.not_checked)} (the adapter declares "
+                         "them unobservable; no run compared them with the model)")
+        if self.adapter_error:
+            lines.append(f"the adapter broke its contract: {self.adapter_error}")
+        if self.failure:
+            lines.append(self.failure)
+        if self.counterexample is not None:
+            steps = self.counterexample.with_suffix("").with_suffix("").with_suffix(".steps.json")
+            lines.append(f"counterexample: {self.counterexample} (replay it with "
+                         f"`settled replay {steps} [--adapter MODULE:FACTORY]`)")
+        if self.counterexample_error:
+            lines.append(f"COUNTEREXAMPLE NOT SAVED: {self.counterexample_error}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine, "status": self.status, "ok": self.ok,
+            "exit_code": self.exit_code, "profile": self.profile, "seed": self.seed,
+            "instances": self.instances, "examples": self.examples,
+            "seconds": round(self.seconds, 3), "trace_events": self.trace_events,
+            "failure": self.failure, "adapter_error": self.adapter_error,
+            "steps": [a.text() for a in self.steps],
+            "counterexample": None if self.counterexample is None else str(self.counterexample),
+            "counterexample_error": self.counterexample_error,
+            "not_checked": list(self.not_checked),
+            "transitions_fired": len(self.fired), "transitions_unfired": self.unfired,
+            "edges_declared": self.edges_declared, "edges_unfired": self.unfired_edges,
+            "guard_alternatives_declared": self.cases_declared,
+            "guard_alternatives_unfired": self.unfired_cases,
+        }
+
+
+def resolve_machine(machine: str | Protocol | None, adapter: Adapter) -> Protocol:
+    """The protocol to check against: a name, a Protocol, or (None) the adapter's own."""
+    if isinstance(machine, Protocol):
+        return machine
+    own = getattr(adapter, "protocol", None)
+    if machine is None:
+        if not isinstance(own, Protocol):
+            raise AdapterError("the adapter has no `protocol` attribute; name the machine")
+        return own
+    if machine not in MACHINES:
+        raise ValueError(f"no machine named {machine!r}; machines are {sorted(MACHINES)}")
+    if isinstance(own, Protocol) and own.name == machine:
+        return own  # the adapter's own instance of it (its bounds, e.g. its worker count)
+    if isinstance(own, Protocol) and own.name != machine:
+        raise AdapterError(f"the adapter drives the {own.name!r} machine, not {machine!r}")
+    return MACHINES[machine]
+
+
+def probe(factory: AdapterFactory, machine: str | Protocol | None) -> tuple[Protocol, int,
+                                                                          tuple[str, ...]]:
+    """Build one adapter to learn the machine, instance count and contract; then close it."""
+    try:
+        adapter = factory()
+    except AdapterError:
+        raise
+    except Exception as exc:
+        raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
+    try:
+        if not isinstance(adapter, Adapter):
+            raise AdapterError(f"the adapter factory returned {type(adapter).__name__}, not a "
+                               "settled.conformance.Adapter")
+        protocol = resolve_machine(machine, adapter)
+        instances = getattr(adapter, "instances", None)
+        if not isinstance(instances, int) or isinstance(instances, bool) or instances < 1:
+            raise AdapterError(f"the adapter's `instances` is {instances!r}; it must be an "
+                               "int >= 1")
+        contract = Contract(protocol, frozenset(adapter.unobservable))
+        return protocol, instances, tuple(sorted(contract.unobservable))
+    finally:
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()
+
+
+def lockstep(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,
+             profile: str = "ci", seed: int | None = None, out: Path | str | None = None,
+             name: str | None = None) -> Report:
+    """Run the lockstep kit on the implementation behind ``adapter_factory``.
+
+    ``machine`` is a machine name (``"query"``, ``"approval"``), a
+    :class:`~settled.model.Protocol`, or None for the adapter's own
+    ``protocol``. ``profile`` is ``dev``, ``ci`` or ``thorough``; ``seed``
+    makes the campaign reproducible. A counterexample is written into
+    ``out`` (default ``./settled-counterexamples``). Never raises for what the
+    adapter or the implementation does: the report says it.
+    """
+    settings = named_profile(profile)
+    start = time.perf_counter()
+    try:
+        protocol, instances, not_checked = probe(adapter_factory, machine)
+    except AdapterError as exc:
+        label = machine if isinstance(machine, str) else getattr(machine, "name", "?")
+        return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
+                      time.perf_counter() - start, 0, adapter_error=str(exc))
+    suite = make_lockstep(protocol, adapter_factory, instances=instances,
+                          forbidden=protocol.refusable, name=name or protocol.name)
+    record = run_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
+    status = (ADAPTER_ERROR if record.adapter_error else DIVERGED if record.failure else PASSED)
+    return Report(
+        protocol.name, status, profile, seed, instances, record.examples,
+        time.perf_counter() - start, record.trace_events, failure=record.failure,
+        adapter_error=record.adapter_error, steps=list(record.steps),
+        counterexample=record.itf_path, counterexample_error=record.counterexample_error,
+        not_checked=not_checked, fired=dict(record.fired),
+        unfired=unfired(protocol, record.fired) if status == PASSED else [],
+        edges=dict(record.edges), cases=dict(record.cases),
+        edges_declared=len(declared_edges(protocol)),
+        unfired_edges=unfired_edges(protocol, record.edges) if status == PASSED else [],
+        cases_declared=len(declared_cases(protocol)),
+        unfired_cases=unfired_cases(protocol, record.cases) if status == PASSED else [])
+
+
+def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,
+                  profile: str = "dev", seed: int | None = 0,
+                  out: Path | str | None = None) -> type[unittest.TestCase]:
+    """A test class running one lockstep campaign; one line per implementation::
+
+        TestMyQueries = lockstep_case(MyAdapter, "query")
+
+    pytest and unittest both collect it. The test fails with the report's text
+    (the minimised counterexample, or what the adapter got wrong). The default
+    profile is ``dev`` with seed 0, so the test is quick and reproducible.
+    """
+
+    class LockstepCase(unittest.TestCase):
+        def test_conforms_to_the_model(self) -> None:
+            report = lockstep(adapter_factory, machine, profile=profile, seed=seed, out=out)
+            if not report.ok:
+                self.fail(report.text())
+
+    LockstepCase.__name__ = LockstepCase.__qualname__ = "LockstepCase"
+    return LockstepCase
+
+
+# --------------------------------------------------------------------------
+# Saved counterexamples
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Counterexample:
+    """A saved lockstep run: which machine, how many instances, its steps."""
+
+    machine: str
+    instances: int
+    steps: tuple[Action, ...]
+    divergence: str | None = None
+
+
+class CounterexampleError(ValueError):
+    """A file that is not a readable lockstep counterexample; the message says why."""
+
+
+def load_counterexample(path: Path | str) -> Counterexample:
+    """Read a step list (``*.steps.json``) or an ITF trace (``*.itf.json``) written by the kit."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CounterexampleError(f"cannot read {p}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CounterexampleError(f"{p} is not JSON: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise CounterexampleError(f"{p} holds a {type(doc).__name__}, not a counterexample")
+    try:
+        if doc.get("schema") == STEPS_SCHEMA:
+            return _from_steps(doc)
+        if "states" in doc and "vars" in doc:
+            return _from_itf(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CounterexampleError(f"{p}: malformed counterexample ({type(exc).__name__}: "
+                                  f"{exc})") from None
+    raise CounterexampleError(f"{p} is neither a step list ({STEPS_SCHEMA}) nor an ITF trace")
+
+
+def _from_steps(doc: Mapping[str, Any]) -> Counterexample:
+    steps = tuple(Action(int(s["instance"]), str(s["trigger"]), dict(s.get("params", {})),
+                         bool(s.get("refused", False))) for s in doc["steps"])
+    return Counterexample(str(doc["machine"]), int(doc["instances"]), steps,
+                          doc.get("divergence"))
+
+
+def _from_itf(doc: Mapping[str, Any]) -> Counterexample:
+    trace = _itf.read_itf(doc)
+    meta = trace["#meta"]
+    machine = str(meta.get("source"))
+    instances = meta.get("instances")
+    if instances is None:  # older files: count the q<i>.state variables
+        instances = sum(1 for v in trace["vars"] if str(v).endswith(".state"))
+    steps = []
+    for state in trace["states"][1:]:
+        picks = {k: _pick(v) for k, v in state[_itf.NONDET_PICKS].items()}
+        picks = {k: v for k, v in picks.items() if v is not _NONE}
+        instance = int(picks.pop("instance"))
+        refused = bool(picks.pop("refused", False))
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in picks.items()}
+        steps.append(Action(instance, str(state[_itf.ACTION_TAKEN]), params, refused))
+    return Counterexample(machine, int(instances), tuple(steps), meta.get("violated"))
+
+
+_NONE = object()
+
+
+def _pick(v: Any) -> Any:
+    if isinstance(v, Mapping) and v.get("tag") == "Some":
+        return v["value"]
+    if isinstance(v, Mapping) and v.get("tag") == "None":
+        return _NONE
+    return v
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """``divergence`` is the implementation's disagreement, None when the steps now agree."""
+
+    counterexample: Counterexample
+    divergence: str | None
+    adapter_error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.adapter_error else 1 if self.divergence else 0
+
+    def text(self) -> str:
+        n = len(self.counterexample.steps)
+        listing = "\n".join(f"  {k}. {a.text()}"
+                            for k, a in enumerate(self.counterexample.steps, start=1))
+        if self.adapter_error:
+            return f"replay: ADAPTER ERROR: {self.adapter_error}"
+        if self.divergence:
+            return f"replay: STILL DIVERGES after {n} steps: {self.divergence}\n{listing}"
+        return f"replay: the {n} steps now agree with the model (the divergence is gone)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"machine": self.counterexample.machine, "steps": len(self.counterexample.steps),
+                "diverges": self.divergence is not None, "divergence": self.divergence,
+                "adapter_error": self.adapter_error, "exit_code": self.exit_code}
+
+
+def replay_counterexample(counterexample: Counterexample, adapter_factory: AdapterFactory,
+                          machine: str | Protocol | None = None) -> ReplayResult:
+    """Run the saved steps on a fresh implementation; whether it still diverges.
+
+    Raises :class:`CounterexampleError` when the model itself does not accept
+    the steps (a file from another model version, or edited by hand).
+    """
+    try:
+        protocol, instances, _ = probe(adapter_factory, machine or counterexample.machine)
+    except AdapterError as exc:
+        return ReplayResult(counterexample, None, str(exc))
+    if protocol.name != counterexample.machine:
+        raise CounterexampleError(f"the counterexample is for {counterexample.machine!r}, the "
+                                  f"adapter drives {protocol.name!r}")
+    if instances < counterexample.instances:
+        raise CounterexampleError(f"the counterexample uses {counterexample.instances} "
+                                  f"instances; the adapter has {instances}")
+    try:
+        message = replay(protocol, adapter_factory, instances, protocol.refusable,
+                         counterexample.steps)
+    except Invalid as exc:
+        raise CounterexampleError(f"the model does not accept these steps: {exc}") from None
+    except AdapterError as exc:
+        return ReplayResult(counterexample, None, str(exc))
+    return ReplayResult(counterexample, message)
+
+
+def profiles() -> Sequence[str]:
+    return tuple(PROFILES)

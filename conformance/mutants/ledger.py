@@ -1,0 +1,114 @@
+# mypy sees settled.impl as Any (it cannot follow the editable install's import hook),
+# and every mutant here subclasses an implementation class on purpose.
+# mypy: disallow-subclassing-any=False
+"""Ledger mutants: the ledger runtime or its business store, each wrong in one rule (L1–L5).
+
+Each is a small subclass written the way an engineer might plausibly get it
+wrong, driven by the ledger adapter. None of them is reachable from ``impl/``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from settled.impl._business import canonical_json, fingerprint
+from settled.impl._db import write
+from settled.impl._errors import IdempotencyConflict, InvalidInput
+from settled.impl._ledger import Entry, LedgerRuntime
+
+from .._ledger_adapter import LedgerAdapter
+from . import Mutant
+from .approval import W6RecordInItsOwnTransaction
+
+__all__ = ["MUTANTS"]
+
+
+class L4PairsOnlyTheLastCall(LedgerRuntime):
+    """Recovery looks at the last tool call of the message only: "the checkpoint ends with a
+    tool result, so the turn was answered" — the earlier calls stay unpaired."""
+
+    def unpaired_calls(self, session_id: str) -> list[Entry]:
+        calls = self._calls_of_latest(session_id)
+        last = calls[-1:] if calls else []
+        return [e for e in last if e.state in ("registered", "recovering")]
+
+
+class L2RecoveryMintsANewOperationId(LedgerRuntime):
+    """A call continued after a restart gets a fresh operation_id for the new run."""
+
+    def _continue_call(self, entry: Entry) -> None:
+        super()._continue_call(entry)
+        with self._conn:
+            self._conn.execute("UPDATE ledger SET operation_id = ? WHERE call_id = ?",
+                               (f"op-{uuid.uuid4().hex}", entry.call_id))
+
+
+class L5UpgradeReportedNotExecuted(LedgerRuntime):
+    """After a contract upgrade, recovery validates the registered call against the NEW
+    contract and answers "invalid parameters, not executed" — for a call that may have run."""
+
+    def recover_call(self, session_id: str, call_id: str) -> Entry:
+        entry = self._entry_of(session_id, call_id)
+        contract = self._contracts.get(entry.tool)
+        if entry.state == "recovering" and entry.receipt == "none" and contract is not None \
+                and not entry.read_only and not self._same_contract(entry):
+            try:
+                contract.validate(entry.args)
+            except InvalidInput as exc:
+                self._pair(entry, "recover_pair", "recovering", {
+                    "status": "not_executed", "operation_id": entry.operation_id,
+                    "content": {"error": f"invalid parameters, not executed: {exc}"}})
+                return self.entry(call_id)
+        return super().recover_call(session_id, call_id)
+
+
+class _ReceiptInItsOwnTransaction(W6RecordInItsOwnTransaction):
+    """The business change commits first; the success receipt in a transaction after it."""
+
+
+class L1ReceiptAfterTheChange(LedgerRuntime):
+    business_class = _ReceiptInItsOwnTransaction
+
+
+class L3ChangedParametersAccepted(LedgerRuntime):
+    """A call id delivered again with other parameters is taken as an update of the call."""
+
+    def redeliver(self, session_id: str, call_id: str, tool: str, args: Mapping[str, Any], *,
+                  param_fingerprint: str | None = None) -> Entry:
+        try:
+            return super().redeliver(session_id, call_id, tool, args,
+                                     param_fingerprint=param_fingerprint)
+        except IdempotencyConflict:
+            normalized = self._contracts[tool].validate(args)
+            with write(self._conn):
+                self._conn.execute("UPDATE ledger SET normalized_args = ?, fingerprint = ? "
+                                   "WHERE call_id = ?", (canonical_json(normalized),
+                                                         fingerprint(tool, normalized), call_id))
+            return self.entry(call_id)
+
+
+def _adapter(name: str, runtime: type[LedgerRuntime]) -> type[LedgerAdapter]:
+    return type(name, (LedgerAdapter,), {"runtime_class": runtime})
+
+
+MUTANTS: list[Mutant] = [
+    Mutant("L4-recovery-pairs-only-the-last-call", "L4", "ledger",
+           "recovery pairs only the last tool call of the message, as if a checkpoint ending "
+           "with a tool result meant the turn was answered",
+           _adapter("L4Adapter", L4PairsOnlyTheLastCall)),
+    Mutant("L2-recovery-mints-a-new-operation-id", "L2", "ledger",
+           "a call continued after a restart gets a new operation_id for the new run",
+           _adapter("L2Adapter", L2RecoveryMintsANewOperationId)),
+    Mutant("L5-upgrade-reported-not-executed", "L5", "ledger",
+           "after a contract upgrade a registered call without a receipt is validated against "
+           "the new contract and reported 'invalid parameters, not executed'",
+           _adapter("L5Adapter", L5UpgradeReportedNotExecuted)),
+    Mutant("L1-receipt-after-the-business-change", "L1", "ledger",
+           "the success receipt is written in a transaction after the business change",
+           _adapter("L1Adapter", L1ReceiptAfterTheChange)),
+    Mutant("L3-changed-parameters-accepted", "L3", "ledger",
+           "the same call id with other parameters is accepted as an update of the call",
+           _adapter("L3Adapter", L3ChangedParametersAccepted)),
+]

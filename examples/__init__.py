@@ -1,0 +1,1 @@
+"""Worked examples: an independent implementation checked with the public kit."""

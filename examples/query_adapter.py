@@ -1,0 +1,194 @@
+"""The adapter that holds ``examples.inmemory_query`` to the query model.
+
+It uses public names only (``settled.conformance`` and ``settled.model``).
+Each model instance is one query in a task and session of its own; the model
+has two workers. Run it with::
+
+    settled lockstep examples.query_adapter:correct
+    settled lockstep examples.query_adapter:buggy      # exits 1 with a counterexample
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from settled.conformance import Adapter, Refused
+from settled.model import QUERY
+
+from . import buggy_query, inmemory_query
+from .inmemory_query import CallerError, Query, QueryService, Worker
+
+WORKERS = 2
+TEXT = "monthly revenue by channel, then execute"
+# Faults the adapter arms on the platform before a worker's call, by model trigger.
+FAULTS = {"submit_response_lost": "lose_answer", "submit_undelivered": "undeliverable",
+          "submit_rejected": "reject", "lookup_timeout": "lookup_timeout"}
+SUBMITS = ("submit_answered", "submit_response_lost", "submit_undelivered", "submit_rejected")
+LOOKUPS = ("lookup_running", "lookup_succeeded", "lookup_failed", "lookup_cancelled",
+           "lookup_not_found", "lookup_timeout")
+
+
+class _Item:
+    def __init__(self, service: QueryService, n: int) -> None:
+        self.task = service.create_task(f"session-{n}")
+        message = service.receive(self.task.session, TEXT)
+        service.attribute(message.message_id)
+        self.message = message.message_id
+        self.query: Query = service.draft(self.task.task_id, "SELECT channel, sum(amount) ...")
+        self.notification: str | None = None
+
+
+class InMemoryQueryAdapter(Adapter):
+    """Drives one :class:`QueryService` with three queries and two workers."""
+
+    # Content this in-memory service does not hold (no SQL ledger on its platform, no
+    # results, notifications, request clocks or status tool): the kit says NOT CHECKED.
+    unobservable = frozenset({"payload", "result", "notice", "status_reply", "message_clock",
+                              "reruns"})
+
+    service_class: type[QueryService] = QueryService
+    worker_class: type[Worker] = Worker
+
+    def __init__(self, instances: int = 3) -> None:
+        self.protocol = QUERY
+        self.instances = instances
+        self.service = self.service_class()
+        self.workers = [self.worker_class(self.service, f"w{w}") for w in range(WORKERS)]
+        self.items = [_Item(self.service, n) for n in range(instances)]
+
+    # -- one model step ------------------------------------------------------------
+    def perform(self, instance: int, trigger: str, params: Mapping[str, Any]) -> None:
+        item = self.items[instance]
+        qid = item.query.query_id
+        try:
+            self._perform(item, qid, trigger, params)
+        except CallerError as exc:
+            raise Refused(str(exc)) from exc
+
+    def _perform(self, item: _Item, qid: str, trigger: str, params: Mapping[str, Any]) -> None:
+        s, platform = self.service, self.service.platform
+        worker = self.workers[params["worker"]] if "worker" in params else None
+        if trigger in ("check_passed", "check_failed"):
+            s.check_result(qid, trigger == "check_passed")
+        elif trigger == "condition_updated":
+            s.update_conditions(item.task.task_id)
+        elif trigger in ("clarification_asked", "clarification_answered"):
+            s.set_clarifying(item.task.task_id, trigger == "clarification_asked")
+        elif trigger == "revised":
+            s.revise(qid, "SELECT 1")
+        elif trigger == "confirm":
+            self._confirm(item, qid, params)
+        elif trigger == "cancel":
+            s.cancel(qid)
+        elif trigger == "rerun":
+            s.draft(item.task.task_id, item.query.sql)  # a new query record, its own id (Q2)
+        elif trigger in ("message_redelivered", "run_stopped"):
+            pass  # this service keeps no request clocks and no runs: nothing to do (M1, Q22)
+        elif trigger in ("platform_succeeds", "platform_fails"):
+            platform.finish(qid, trigger == "platform_succeeds")
+        elif trigger == "cancel_unanswered":
+            platform.cancel(qid)  # applied on the platform; its answer never came back
+        elif trigger == "crash":
+            self._crash(int(params["worker"]), qid)
+        elif trigger == "crash_after_platform_stored":
+            platform.submit(qid)  # stored, and the worker died before recording the answer
+            self._crash(int(params["worker"]), qid)
+        elif worker is not None:
+            self.service.platform.fault_kind = str(params.get("fault", "timeout"))
+            self._worker_step(worker, qid, trigger)
+        else:
+            raise ValueError(f"no mapping for trigger {trigger!r}")
+
+    def _worker_step(self, worker: Worker, qid: str, trigger: str) -> None:
+        fault = FAULTS.get(trigger)
+        if fault is not None:
+            self.service.platform.faults.add(fault)
+        try:
+            if trigger == "claim":
+                worker.claim(qid)
+            elif trigger == "begin_submit":
+                worker.begin_submit(qid)
+            elif trigger in SUBMITS:
+                worker.call_submit(qid)
+            elif trigger in LOOKUPS:
+                worker.lookup(qid)
+            elif trigger == "resubmit":
+                worker.resubmit(qid)
+            elif trigger in ("confirm_cancel", "cancel_confirmed"):
+                worker.settle_cancel(qid)
+            else:
+                raise ValueError(f"no worker call for trigger {trigger!r}")
+        finally:
+            if fault is not None:  # a fault the call never reached must not leak
+                self.service.platform.faults.discard(fault)
+
+    def _crash(self, w: int, qid: str) -> None:
+        old = self.workers[w]
+        self.workers[w] = self.worker_class(self.service, old.name)
+        self.workers[w].held = {q: e for q, e in old.held.items() if q != qid}
+
+    def _confirm(self, item: _Item, qid: str, params: Mapping[str, Any]) -> None:
+        s, q = self.service, item.query
+        message, quote = item.message, TEXT
+        if params["quote"] == "part":
+            quote = TEXT.split(",")[0]
+        elif params["quote"] == "padded":
+            quote = f"  {TEXT}\n"
+        elif params["quote"] == "recased":
+            quote = TEXT.upper()
+        elif params["quote"] == "notification":
+            note = s.receive(item.task.session, TEXT, kind="notification")
+            s.attribute(note.message_id)
+            message = note.message_id
+        pending = None
+        if params["message"] == "pending":
+            pending = s.receive(item.task.session, "wait, by day")
+        try:
+            s.confirm(qid, draft_version=q.draft_version + (params["draft_version"] == "stale"),
+                      condition_version=q.condition_version
+                      + (params["condition_version"] == "stale"),
+                      quote=quote, message_id=message)
+        finally:
+            if pending is not None:
+                s.attribute(pending.message_id)
+
+    # -- what the implementation holds, in the model's words ----------------------------
+    def observe(self, instance: int) -> Mapping[str, Any]:
+        item = self.items[instance]
+        q, task, platform = item.query, item.task, self.service.platform
+        status = platform.jobs.get(q.query_id)
+        if status is None:
+            status = "rejected" if q.query_id in platform.rejected else "not_received"
+        return {
+            "state": q.state, "submissions": q.submissions, "cancel_state": q.cancel_state,
+            "lease_epoch": q.lease_epoch,
+            "held": tuple(w.held.get(q.query_id, 0) for w in self.workers),
+            "submit_epoch": q.submit_epoch, "platform": status,
+            "task_version": task.version - q.condition_version + 1,
+            "authorized_version": (q.authorized_version - q.condition_version + 1
+                                   if q.authorized_version else 0),
+            "clarifying": task.clarifying, "phase_moved": q.phase_moved,
+        }
+
+    def trace_lines(self) -> Iterable[str]:
+        return [json.dumps(event) for event in self.service.log]
+
+
+class BuggyQueryAdapter(InMemoryQueryAdapter):
+    """The same adapter on the planted-bug service (a lost answer counted as a failure)."""
+
+    worker_class = buggy_query.LostAnswerIsFailure
+
+
+def correct() -> Adapter:
+    """The factory ``settled lockstep`` calls: a fresh implementation per run."""
+    return InMemoryQueryAdapter()
+
+
+def buggy() -> Adapter:
+    return BuggyQueryAdapter()
+
+
+__all__ = ["BuggyQueryAdapter", "InMemoryQueryAdapter", "buggy", "correct", "inmemory_query"]

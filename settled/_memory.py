@@ -1,0 +1,124 @@
+"""How much memory an exploration will take, said before it starts.
+
+The explorer keeps every reached state (and, for one machine, its edges) in memory, so
+memory grows with the number of reachable states. The figures below are measured with
+``/usr/bin/time -f %M settled explore ... --json`` on this project's tables (peak resident
+set size minus the interpreter's own ~50 MB, divided by the states reached):
+
+=========================================  ===========  ============  ===========
+configuration                              states       peak RSS      bytes/state
+=========================================  ===========  ============  ===========
+query, 1 worker                                  4,758        61 MB        2,500
+query, 2 workers (the default)                  18,054        99 MB        2,800
+query, 3 workers                                47,634       186 MB        2,900
+query, 4 workers                               103,158       340 MB        2,800
+approval                                           231        49 MB            -
+approval system, 2 calls                        20,910        57 MB          400
+approval system, 3 calls                     1,141,358       546 MB          440
+query system, 2 queries, 1 worker              707,588       408 MB          530
+query system, 2 queries, 2 workers          ~2,700,000     ~1.0 GB          370
+ledger                                             138        49 MB            -
+ledger system, 2 calls                           1,709        50 MB            -
+ledger system, 3 calls                          17,200        58 MB          500
+=========================================  ===========  ============  ===========
+
+A configuration not in the table is extrapolated from its neighbours: a query system
+with other than two workers is the two-worker system scaled by the single machine's
+growth between the two worker counts (that predicts 711 k for 2 queries and 1 worker,
+where 708 k were measured); one more instance multiplies states by the last instance's growth (``S(n+1) ≈
+S(n)² / S(n-1)``; for the approval system that predicts 1.9 M where 1.1 M were measured,
+so the extrapolation errs on the high side).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+BASE_BYTES = 60 * 2**20  # the interpreter, the tables and the explorer before any state
+SINGLE_BYTES_PER_STATE = 3_000  # one machine: states, edges and the graph for --graph
+SYSTEM_BYTES_PER_STATE = 550  # a system: canonical states and parents only
+
+# Reachable states measured (see the module docstring). Keys: (model, instances, workers);
+# workers is None for the approval machine, which has none.
+MEASURED: dict[tuple[str, int, int | None], int] = {
+    ("query", 1, 1): 4_758, ("query", 1, 2): 18_054, ("query", 1, 3): 47_634,
+    ("query", 1, 4): 103_158, ("query", 2, 1): 707_588, ("query", 2, 2): 2_700_000,
+    ("approval", 1, None): 231, ("approval", 2, None): 20_910, ("approval", 3, None): 1_141_358,
+    ("ledger", 1, None): 138, ("ledger", 2, None): 1_709, ("ledger", 3, None): 17_200,
+}
+DEFAULT_WORKERS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    states: int
+    bytes: int
+    measured: bool  # False: extrapolated from measured neighbours
+    limit: int  # the most this machine can give: 80 % of its physical memory
+
+    @property
+    def fits(self) -> bool:
+        return self.bytes <= self.limit
+
+    def text(self) -> str:
+        how = "measured" if self.measured else "extrapolated from measured runs"
+        return (f"about {self.states:,} states and {_size(self.bytes)} of memory ({how}); "
+                f"this machine allows {_size(self.limit)}")
+
+    def to_json(self) -> dict[str, object]:
+        return {"states": self.states, "bytes": self.bytes, "measured": self.measured,
+                "limit_bytes": self.limit}
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:,.1f} GB" if n >= 2**30 else f"{n / 2**20:,.0f} MB"
+
+
+def machine_limit() -> int:
+    """80 % of physical memory; 4 GB when the platform does not say."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 5 * 2**30
+    return int(total * 0.8)
+
+
+def states(model: str, instances: int, workers: int | None) -> tuple[int, bool]:
+    """Reachable states of ``model`` with ``instances`` instances: (count, measured)."""
+    w = None if model != "query" else (workers or DEFAULT_WORKERS)
+    key = (model, instances, w)
+    if key in MEASURED:
+        return MEASURED[key], True
+    if model == "query" and w is not None and w > 4:
+        grown, _ = states(model, instances, w - 1)
+        return grown * 3 ** instances, False  # past the table: each worker about triples it
+    if model == "query" and instances > 1 and w != DEFAULT_WORKERS:
+        # The system at the default workers, scaled by the single machine's growth between
+        # the default and the asked number of workers.
+        base, _ = states(model, instances, DEFAULT_WORKERS)
+        single, single_default = MEASURED[(model, 1, w)], MEASURED[(model, 1, DEFAULT_WORKERS)]
+        return max(1, int(base * single / single_default)), False
+    if instances >= 3:
+        last, _ = states(model, instances - 1, w)
+        before, _ = states(model, instances - 2, w)
+        return last * last // max(1, before), False
+    raise Unmeasured(f"no measured run of {model} with {instances} instance(s)")
+
+
+class Unmeasured(LookupError):
+    """No measured figure to estimate from (a machine added after the table was made)."""
+
+
+def estimate(model: str, instances: int, workers: int | None,
+             max_states: int | None = None, limit: int | None = None) -> Estimate | None:
+    """The estimate, or None when nothing measured stands behind one (said, not guessed)."""
+    try:
+        count, measured = states(model, instances, workers)
+    except (Unmeasured, KeyError):
+        return None
+    if max_states is not None and max_states < count:
+        count, measured = max_states, True
+    per_state = SINGLE_BYTES_PER_STATE if instances == 1 else SYSTEM_BYTES_PER_STATE
+    return Estimate(count, BASE_BYTES + count * per_state, measured,
+                    machine_limit() if limit is None else limit)

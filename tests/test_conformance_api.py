@@ -1,0 +1,301 @@
+"""The public conformance kit: its names, its contract, and checks that cannot pass by omission.
+
+Most campaigns here run on the in-memory example implementation
+(``examples/``), which takes milliseconds a run, with the ``dev`` profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+import pytest
+
+import settled.conformance as kit
+from examples.inmemory_query import Worker
+from examples.query_adapter import InMemoryQueryAdapter, buggy, correct
+from settled.conformance import (
+    Adapter,
+    AdapterError,
+    CounterexampleError,
+    load_counterexample,
+    lockstep,
+    lockstep_case,
+    replay_counterexample,
+)
+from settled.model import QUERY, DeclarationError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(factory, **kw):
+    kw.setdefault("profile", "dev")
+    kw.setdefault("seed", 0)
+    return lockstep(factory, "query", **kw)
+
+
+# ---------------------------------------------------------------------------- the public names
+def test_every_public_name_resolves():
+    for name in kit.__all__:
+        assert getattr(kit, name) is not None, name
+    assert "stable" in (kit.__doc__ or "")
+
+
+def test_the_bundled_adapters_use_only_public_names_of_the_kit():
+    for path in (ROOT / "conformance/_query_adapter.py", ROOT / "conformance/_approval_adapter.py",
+                 ROOT / "examples/query_adapter.py"):
+        text = path.read_text()
+        private = re.findall(r"^from (\._\w+|settled\.conformance\.\w+) import", text, re.M)
+        assert private == [], f"{path.name} imports private kit modules: {private}"
+        assert "from settled.conformance import" in text
+
+
+def test_refusable_triggers_are_declared_in_the_model():
+    assert {"confirm", "cancel", "begin_submit"} <= QUERY.refusable
+    with pytest.raises(DeclarationError, match="refusable names no trigger"):
+        dataclasses.replace(QUERY, refusable=frozenset({"confirm", "teleport"}))
+
+
+# ---------------------------------------------------------------------------- the pytest line
+TestInMemoryQueries = lockstep_case(correct, "query")
+
+
+def test_a_lockstep_case_fails_on_a_planted_bug(tmp_path):
+    case = lockstep_case(buggy, "query", out=tmp_path)
+    result = unittest.TestResult()
+    case("test_conforms_to_the_model").run(result)
+    assert len(result.failures) == 1
+    assert "DIVERGED" in result.failures[0][1]
+
+
+# ---------------------------------------------------------------------------- observe() contract
+class LeavesOutPlatform(InMemoryQueryAdapter):
+    def observe(self, instance):
+        out = dict(super().observe(instance))
+        del out["platform"]
+        return out
+
+
+class MisspeltKey(InMemoryQueryAdapter):
+    def observe(self, instance):
+        out = dict(super().observe(instance))
+        out["submission"] = out.pop("submissions")
+        return out
+
+
+class ReturnsAGhost(InMemoryQueryAdapter):
+    def observe(self, instance):
+        return {**super().observe(instance), "ids_submitted": 0}
+
+
+class OutOfDomain(InMemoryQueryAdapter):
+    def observe(self, instance):
+        return {**super().observe(instance), "held": [0, 0]}  # a list; the domain holds tuples
+
+
+class BoolForInt(InMemoryQueryAdapter):
+    def observe(self, instance):
+        return {**super().observe(instance), "submissions": False}
+
+
+@pytest.mark.parametrize(("adapter", "says"), [
+    (LeavesOutPlatform, r"left out \['platform'\]"),
+    (MisspeltKey, r"left out \['submissions'\].*unknown key 'submission'"),
+    (ReturnsAGhost, r"ghost variable 'ids_submitted'"),
+    (OutOfDomain, r"held=\[0, 0\] \(list\), outside its domain"),
+    (BoolForInt, r"submissions=False \(bool\), outside its domain"),
+])
+def test_a_bad_observation_is_an_adapter_error_never_a_pass(adapter, says):
+    report = run(adapter)
+    assert report.status == "adapter_error" and not report.ok and report.exit_code == 3
+    assert re.search(says, report.adapter_error)
+    assert "ADAPTER ERROR" in report.text()
+
+
+def test_a_planted_bug_is_not_hidden_by_an_adapter_that_leaves_out_a_variable(tmp_path):
+    """The gap of a kit that compared only the keys it got: now the adapter is told, loudly."""
+
+    class BuggyLeavesOut(LeavesOutPlatform):
+        worker_class = buggy().worker_class  # type: ignore[attr-defined]
+
+    report = run(BuggyLeavesOut, out=tmp_path)
+    assert report.status == "adapter_error"
+
+
+class Unobservable(InMemoryQueryAdapter):
+    unobservable = InMemoryQueryAdapter.unobservable | {"platform", "held"}
+
+    def observe(self, instance):
+        out = dict(super().observe(instance))
+        del out["platform"], out["held"]
+        return out
+
+
+def test_declared_unobservable_variables_are_reported_not_checked():
+    report = run(Unobservable)
+    assert report.ok
+    content = tuple(sorted(InMemoryQueryAdapter.unobservable))
+    assert report.not_checked == tuple(sorted(("held", "platform", *content)))
+    assert "held" in report.text() and "NOT CHECKED" in report.text()
+    assert report.to_json()["not_checked"] == sorted(("held", "platform", *content))
+
+
+def test_unobservable_must_name_observable_variables():
+    class Wrong(InMemoryQueryAdapter):
+        unobservable = frozenset({"not_found_seen"})  # a ghost: never observed anyway
+
+    report = run(Wrong)
+    assert report.status == "adapter_error" and "not_found_seen" in report.adapter_error
+
+
+def test_a_factory_that_returns_no_adapter_is_an_adapter_error():
+    report = lockstep(lambda: object(), "query", profile="dev", seed=0)  # type: ignore[arg-type,return-value]
+    assert report.status == "adapter_error" and "not a settled.conformance.Adapter" in \
+        report.adapter_error
+
+
+# ---------------------------------------------------------------------------- the event log
+class NoLog(InMemoryQueryAdapter):
+    def trace_lines(self):
+        return []
+
+
+class OneInstanceLogged(InMemoryQueryAdapter):
+    def trace_lines(self):
+        first = self.items[0].query.query_id
+        return [json.dumps(e) for e in self.service.log if e["instance"] == first]
+
+
+class NotTheFormat(InMemoryQueryAdapter):
+    def trace_lines(self):
+        return [json.dumps({**e, "schema": "mine/1"}) for e in self.service.log]
+
+
+@pytest.mark.parametrize(("adapter", "says"), [
+    (NoLog, "the event log is empty"),
+    (OneInstanceLogged, r"holds 1 instance\(s\) of query, but \d instance\(s\) took steps"),
+    (NotTheFormat, "does not conform to settled.trace/1"),
+])
+def test_a_missing_or_malformed_log_is_an_adapter_error(adapter, says):
+    report = run(adapter)
+    assert report.status == "adapter_error", report.text()
+    assert re.search(says, report.adapter_error)
+
+
+# ---------------------------------------------------------------------------- whose fault
+class TypoInTriggerMap(InMemoryQueryAdapter):
+    def _worker_step(self, worker, qid, trigger):
+        calls = {"claim": worker.claim}
+        calls[trigger](qid)  # a KeyError for every other worker step: the adapter's fault
+
+
+class ClaimBlowsUp(Worker):
+    def claim(self, query_id):
+        raise RuntimeError("lease table is corrupt")
+
+
+class ImplementationRaises(InMemoryQueryAdapter):
+    worker_class = ClaimBlowsUp
+
+
+def test_the_adapters_own_exception_is_told_apart_from_the_implementations(tmp_path):
+    report = run(TypoInTriggerMap)
+    assert report.status == "adapter_error"
+    assert "the adapter's own code raised KeyError" in report.adapter_error
+    assert "query_adapter" not in (report.failure or "")
+    other = run(ImplementationRaises, out=tmp_path)
+    assert other.status == "diverged"
+    assert "the implementation raised RuntimeError" in other.failure
+
+
+# ---------------------------------------------------------------------------- counterexamples
+def test_a_counterexample_goes_into_out_and_replays(tmp_path):
+    report = run(buggy, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1
+    assert report.counterexample == tmp_path / "lockstep-query.itf.json"
+    for name in ("lockstep-query.itf.json", "lockstep-query.steps.json"):
+        saved = load_counterexample(tmp_path / name)
+        assert saved.machine == "query" and len(saved.steps) == len(report.steps)
+        assert replay_counterexample(saved, buggy).divergence is not None
+        assert replay_counterexample(saved, correct).divergence is None
+
+
+def test_an_unwritable_counterexample_is_its_own_error_never_a_pass(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    report = run(buggy, out=blocker)
+    assert report.status == "diverged" and report.failure
+    assert report.counterexample is None and report.exit_code == 3
+    assert "COUNTEREXAMPLE NOT SAVED" in report.text()
+
+
+def test_the_default_counterexample_folder_is_under_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("SETTLED_COUNTEREXAMPLES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    report = run(buggy)
+    assert report.counterexample == tmp_path / "settled-counterexamples" / "lockstep-query.itf.json"
+
+
+def test_a_file_that_is_no_counterexample_is_refused(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(CounterexampleError, match="neither a step list"):
+        load_counterexample(bad)
+    with pytest.raises(CounterexampleError, match="cannot read"):
+        load_counterexample(tmp_path / "missing.json")
+
+
+# ---------------------------------------------------------------------------- the command line
+def _settled(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "settled.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_cli_passes_the_correct_example_and_catches_the_planted_bug(tmp_path):
+    ok = _settled("lockstep", "examples.query_adapter:correct", "--profile", "dev", "--seed", "1",
+                  "--out", str(tmp_path))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "PASSED" in ok.stdout
+    bad = _settled("lockstep", "examples.query_adapter:buggy", "--profile", "dev", "--seed", "1",
+                   "--out", str(tmp_path), "--json")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    doc = json.loads(bad.stdout)
+    assert doc["status"] == "diverged" and 0 < len(doc["steps"]) <= 8
+    again = _settled("replay", str(tmp_path / "lockstep-query.steps.json"), "--adapter",
+                     "examples.query_adapter:buggy")
+    assert again.returncode == 1 and "STILL DIVERGES" in again.stdout
+    fixed = _settled("replay", str(tmp_path / "lockstep-query.itf.json"), "--adapter",
+                     "examples.query_adapter:correct")
+    assert fixed.returncode == 0 and "now agree" in fixed.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("lockstep", "examples.query_adapter"),
+    ("lockstep", "examples.no_such_module:correct"),
+    ("lockstep", "examples.query_adapter:nope"),
+    ("lockstep", "examples.query_adapter:correct", "--machine", "ledger9"),
+    ("lockstep", "examples.query_adapter:correct", "--profile", "forever"),
+    ("replay", "no-such-file.json"),
+])
+def test_bad_input_is_one_line_and_exit_2(args):
+    done = _settled(*args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_an_adapter_error_exits_3():
+    done = _settled("lockstep", "tests.test_conformance_api:LeavesOutPlatform", "--profile", "dev",
+                    "--seed", "0")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "left out ['platform']" in done.stdout
+
+
+def test_adapter_is_an_abstract_base():
+    with pytest.raises(TypeError):
+        Adapter()  # type: ignore[abstract]
+    assert issubclass(AdapterError, Exception)

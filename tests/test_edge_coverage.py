@@ -1,0 +1,105 @@
+"""Coverage counts edges (from, trigger, to) and guard alternatives, not transition names."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from settled import _diagrams, _verify
+from settled.conformance import explore
+from settled.conformance._lockstep import (
+    Record,
+    declared_cases,
+    declared_edges,
+    edge_key,
+    tour,
+    transition_label,
+    unfired_cases,
+    unfired_edges,
+)
+from settled.model import APPROVAL, build_query_machine
+
+QUERY2 = build_query_machine(workers=2)
+
+
+def _fired_by(protocol, paths):
+    edges, cases = {}, {}
+    for path in paths:
+        c = protocol.initial_config()
+        for a in path:
+            if a.forbidden:
+                continue
+            step = protocol.fire(c, a.trigger, a.params)
+            edges[edge_key(c, step)] = 1
+            for g in step.transition.guards:
+                if (case := g.case(protocol.view(c), a.params)) is not None:
+                    cases[(transition_label(step.transition), g.name, case)] = 1
+            c = step.after
+    return edges, cases
+
+
+@pytest.mark.parametrize("protocol", [QUERY2, APPROVAL], ids=["query", "approval"])
+def test_the_tour_fires_every_edge_and_every_guard_alternative(protocol):
+    edges, cases = _fired_by(protocol, tour(protocol, protocol.refusable))
+    assert unfired_edges(protocol, edges) == []
+    assert unfired_cases(protocol, cases) == []
+    assert len(declared_edges(protocol)) > len(protocol.transitions) // 2
+
+
+def test_the_query_machine_declares_guard_alternatives():
+    assert ("cancel_confirmed: submission_unknown|running -> cancelled",
+            "platform_running_or_cancelled", "platform cancelled") in declared_cases(QUERY2)
+
+
+def test_an_edge_that_never_fires_is_named():
+    edges = {e: 1 for e in declared_edges(QUERY2)}
+    del edges[("not_found", "cancelled", "confirm_cancel")]
+    assert unfired_edges(QUERY2, edges) == ["confirm_cancel: not_found -> cancelled"]
+    assert unfired_cases(QUERY2, {}) != []
+
+
+def _with_dead_source(p):
+    """The declaration as it once was: the platform 'finishing' from not_found."""
+    ts = tuple(dataclasses.replace(t, source=(*t.source, "not_found"))
+               if t.trigger in ("platform_succeeds", "platform_fails") else t
+               for t in p.transitions)
+    return dataclasses.replace(p, transitions=ts)
+
+
+def test_the_explorer_finds_an_unreachable_edge_of_a_transition_that_fires_elsewhere():
+    assert explore(QUERY2).ok
+    result = explore(_with_dead_source(QUERY2))
+    names = [f.name for f in result.unfired_transitions]
+    assert names == ["platform_succeeds: not_found -> not_found",
+                     "platform_fails: not_found -> not_found"]
+
+
+def test_verify_fails_naming_an_edge_the_campaign_never_fired(monkeypatch):
+    def campaign(machine, settings, seed=None, **kw):
+        record = Record()
+        p = machine.spec[0]
+        record.fired = {transition_label(t): 1 for t in p.transitions}
+        record.edges = {e: 1 for e in declared_edges(p)}
+        record.cases = {c: 1 for c in declared_cases(p)}
+        record.edges.pop(("submission_unknown", "submission_unknown", "cancel_unanswered"), None)
+        record.trace_events = 1
+        return record
+
+    monkeypatch.setattr(_verify, "run_lockstep", campaign)
+    lockstep, _trace, _record = _verify.check_lockstep("query", "dev", 1)
+    assert not lockstep["ok"]
+    assert lockstep["unfired_edges"] == ["cancel_unanswered: submission_unknown -> submission_unknown"]
+    assert lockstep["unfired_transitions"] == []
+    assert lockstep["not_checked"] == []
+    approval, _trace, _record = _verify.check_lockstep("approval", "dev", 1)
+    assert approval["not_checked"] == ["retries_allowed"]  # declared unobservable: said, not hidden
+
+
+def test_the_overlay_counts_guard_alternatives():
+    edges = {e: 2 for e in declared_edges(QUERY2)}
+    cases = {c: 1 for c in declared_cases(QUERY2)}
+    label = "cancel_confirmed: submission_unknown|running -> cancelled"
+    del cases[(label, "platform_running_or_cancelled", "platform cancelled")]
+    dot = _diagrams.to_dot(QUERY2, edges, cases)
+    assert "platform running ×1, platform cancelled NEVER FIRED" in dot
