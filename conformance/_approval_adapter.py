@@ -48,6 +48,7 @@ import queue
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,13 @@ TOOL_FOR: Final = {(False, 0): "create_order", (False, 1): "adjust_stock",
                    (True, 0): "cancel_order", (True, 1): "set_listing"}
 PARKS: Final = frozenset({"R1", HANDLER_ENTERED, "R5", "R6"})
 WAIT: Final = 60.0  # seconds a parked call may take to reach its next seam
+# Checkpointed states from which recovery may look the call's token up, and so needs its
+# record (W8): written out here, not imported, so a runtime that forgets one is caught.
+LOOKUP_CHECKPOINTS: Final = frozenset({"executing", "recovering", "unknown"})
+
+
+def _fresh() -> float:
+    return time.time() + 10 * 365 * 24 * 3600.0
 
 
 class LostAnswer(ConnectionError):
@@ -224,7 +232,26 @@ class _Item:
     tools: dict[str, ToolSpec] = field(default_factory=lambda: dict(TOOL_SPECS))
     proposed_at: float = T0
     stock_moved: int = 0  # by other writers, on the instance's own product (see _commits)
-    order_id: str = ""
+    order_id: str = ""  # the setup order, made from the instance's draft (W7)
+    resubmits: int = 0
+    replay_first: Any = None  # the setup adjustment's first result (W2)
+    replay_answers: list[Any] = field(default_factory=list)  # what replaying its token returned
+
+    @property
+    def replay_token(self) -> str:
+        return f"setup-stock-{self.n}"
+
+    def replay_args(self) -> Any:
+        return {"sku": f"R{self.n}", "delta": 1}  # a product of its own, touched by nothing else
+    draft_answers: list[str] = field(default_factory=list)  # order ids a resubmission returned
+
+    @property
+    def draft_id(self) -> str:
+        return f"draft-{self.n}"
+
+    def draft_args(self) -> Any:
+        return {"customer": f"setup-{self.n}", "draft_id": self.draft_id,
+                "items": [{"sku": self.listed, "quantity": SETUP_QUANTITY}]}
 
     @property
     def session(self) -> str:
@@ -261,6 +288,7 @@ class ApprovalAdapter(Adapter):
     """Drives the bundled approval runtime; a mutant swaps ``runtime_class`` or the lookup."""
 
     runtime_class: ClassVar[type[ApprovalRuntime]] = ApprovalRuntime
+    business_class: ClassVar[type[BusinessStore]] = BusinessStore  # the adapter's own store
     lookup_function: ClassVar[Callable[..., LookupAnswer]] = staticmethod(lookup)
     # Decided inside each run of the runtime and never stored: nothing durable shows it.
     unobservable: ClassVar[frozenset[str]] = frozenset({"retries_allowed"})
@@ -282,9 +310,12 @@ class ApprovalAdapter(Adapter):
         self.business_path: Path | str = self._scratch or self.dir / "business.db"
         self.unreachable: Path | str = (  # lookup_failed reads here
             self.dir / "gone" / "business.db" if store is None else missing_database(store))
-        self.world = BusinessStore.create(self.business_path, [
+        # The adapter's own writes (the setup order and adjustment, the draft resubmissions)
+        # are stamped far in the future: retention (W8) never finds them old, so a replay of
+        # a setup token stays within its record's lifetime whatever the calls' records do.
+        self.world = self.business_class.create(self.business_path, now=_fresh, products=[
             Product(f"{kind}{n}", f"{kind}{n}", STOCK, listed=kind != "U")
-            for n in range(instances) for kind in "LMU"])
+            for n in range(instances) for kind in "LMUR"])
         CheckpointStore.open(self.checkpoint_path, _Clock()).close()  # the schema, for _read
         self._read = sqlite3.connect(self.checkpoint_path.resolve().as_uri() + "?mode=ro",
                                      uri=True, isolation_level=None)
@@ -294,9 +325,8 @@ class ApprovalAdapter(Adapter):
 
     def _item(self, n: int) -> _Item:
         item = _Item(n)
-        item.order_id = self.world.create_order(f"setup-{n}", {
-            "customer": f"setup-{n}", "items": [{"sku": item.listed, "quantity": SETUP_QUANTITY}],
-        })["order_id"]
+        item.order_id = self.world.create_order(f"setup-{n}", item.draft_args())["order_id"]
+        item.replay_first = self.world.adjust_stock(item.replay_token, item.replay_args())
 
         def open_runtime(hook: Callable[[str], None], lookup_fn: Any) -> ApprovalRuntime:
             return self.runtime_class(self.checkpoint_path, self.business_path, clock=item.clock,
@@ -434,6 +464,26 @@ class ApprovalAdapter(Adapter):
                                  "args_fingerprint = ?",
                                  (row["client_token"], fingerprint(row["tool"], other)))
 
+    def draft_resubmitted(self, item: _Item) -> None:
+        """The instance's setup draft, submitted again under a new token (W7)."""
+        item.resubmits += 1
+        token = f"draft-{item.n}-again-{item.resubmits}"
+        item.draft_answers.append(self.world.create_order(token, item.draft_args())["order_id"])
+
+    def token_replayed(self, item: _Item) -> None:
+        """The instance's setup stock adjustment, sent again under its token (W2)."""
+        answer = self.world.adjust_stock(item.replay_token, item.replay_args())
+        item.replay_answers.append(answer)
+
+    def retention_purge(self, item: _Item) -> None:
+        """Every idempotency record's lifetime has run out; the runtime keeps what it needs."""
+        runtime = self.runtime_class(self.checkpoint_path, self.business_path, clock=item.clock,
+                                     approval_ttl=TTL, tools=item.tools)
+        try:
+            runtime.purge_idempotency_records(0)
+        finally:
+            runtime.close()
+
     # ------------------------------------------------------------------ observe
     def observe(self, instance: int) -> Mapping[str, Value]:
         item = self.items[instance]
@@ -443,7 +493,8 @@ class ApprovalAdapter(Adapter):
             c = self.protocol.initial_config()
             view = self.protocol.view(c)
             return {"state": c.state, **{v.name: view[v.name] for v in self.protocol.variables
-                                         if not v.ghost and v.name not in self.unobservable}}
+                                         if not v.ghost and v.name not in self.unobservable},
+                    "draft_order": self._draft(item), "replay": self._replay(item)}
         commits = self._commits(item, row["tool"])
         state = row["state"]
         if state == "executing" and commits:  # the checkpoint cannot see the commit
@@ -454,7 +505,33 @@ class ApprovalAdapter(Adapter):
                 "cancel_requested": bool(row["cancel_requested"]),
                 "contract_compatible":
                     item.tools[row["tool"]].schema_fingerprint == row["schema_fingerprint"],
-                "result": self._result(row), "commits": commits}
+                "result": self._result(row), "commits": commits,
+                "draft_order": self._draft(item), "replay": self._replay(item),
+                "token_record": self._token_record(row, commits)}
+
+    def _replay(self, item: _Item) -> str:
+        """First: every replay answered with the first result, and the stock moved once."""
+        moved_once = self.world.stock(item.replay_args()["sku"]) == STOCK + 1
+        same = all(answer == item.replay_first for answer in item.replay_answers)
+        return "first" if same and moved_once else "applied_again"
+
+
+
+    def _draft(self, item: _Item) -> str:
+        """Original: every resubmission answered with the setup order, and it is the only one."""
+        orders = self.world.connection.execute("SELECT COUNT(*) FROM orders WHERE draft_id = ?",
+                                               (item.draft_id,)).fetchone()[0]
+        same = all(answer == item.order_id for answer in item.draft_answers)
+        return "original" if same and orders == 1 else "duplicate"
+
+    def _token_record(self, row: sqlite3.Row, commits: int) -> str:
+        """Lost: committed, recovery may still look the token up, and its record is gone (W8)."""
+        if not commits or row["state"] not in LOOKUP_CHECKPOINTS:
+            return "kept"
+        found = self.world.connection.execute(
+            "SELECT 1 FROM mutation_requests WHERE client_token = ?",
+            (row["client_token"],)).fetchone()
+        return "kept" if found else "lost"
 
     def _commits(self, item: _Item, tool: str) -> int:
         """Applications of the call's change, read off the business rows it changes."""
@@ -577,6 +654,9 @@ _STEPS: Final[dict[str, Step]] = {
     "lookup_failed": lambda adapter, item, p: adapter.answer_lookup(item, adapter.unreachable),
     "resume_lookup": _caller("resume_lookup"),
     "reconcile": _caller("reconcile", "checked the business store by hand"),
+    "draft_resubmitted": _do("draft_resubmitted"),
+    "retention_purge": _do("retention_purge"),
+    "token_replayed": _do("token_replayed"),
 }
 if set(_STEPS) != set(APPROVAL.triggers()):  # checked when the table is made, not mid-run
     raise RuntimeError("the approval adapter maps triggers "

@@ -29,7 +29,7 @@ from hypothesis import settings
 from ._lockstep import Action, Record, run_lockstep
 from ._suites import SUITES, SYSTEM_SUITES, Suite, SystemSuite
 from ._system_lockstep import run_system_lockstep
-from .mutants import Mutant, all_mutants
+from .mutants import Mutant, all_mutants, rule_coverage
 
 __all__ = ["BaselineResult", "MutantResult", "MutantsReport", "Progress", "run_mutants",
            "select_mutants"]
@@ -86,8 +86,10 @@ class MutantsReport:
         return self.baseline_passed and self.killed == self.total
 
     def to_json(self) -> dict[str, Any]:
+        # Rule coverage is the whole catalogue's, whichever mutants this run chose.
         return {"mutants": [m.to_json() for m in self.mutants], "killed": self.killed,
-                "total": self.total, "baseline_passed": self.baseline_passed}
+                "total": self.total, "baseline_passed": self.baseline_passed,
+                **rule_coverage().to_json()}
 
 
 def select_mutants(names: Iterable[str] | None = None) -> list[Mutant]:

@@ -31,7 +31,13 @@ from settled.conformance import Adapter, Refused
 from settled.impl._crash import CrashNow, CrashPoints
 from settled.impl._errors import CallerError
 from settled.impl._pg import release_store, scratch_store
-from settled.impl._platform import APP_MONTHLY_SQL, Fault, SyntheticPlatform
+from settled.impl._platform import (
+    APP_MONTHLY_SQL,
+    Fault,
+    PlatformStatus,
+    QueryResult,
+    SyntheticPlatform,
+)
 from settled.impl._store import QueryStore
 from settled.impl._worker import Worker
 from settled.model import Protocol, build_query_machine
@@ -42,13 +48,28 @@ PART_OF_MESSAGE = "execute"
 BAD_SQL = "SELECT channel FROM no_such_table"
 REVISED_SQL = "SELECT 1 AS revised"
 CLOCK = (datetime(2026, 2, 3, 9, 30, tzinfo=UTC), "Asia/Shanghai")
+# A redelivery on recovery arrives on a later day (M1: it must not become the message's clock).
+RECOVERY_CLOCK = (datetime(2026, 3, 1, 8, 0, tzinfo=UTC), "Europe/Berlin")
+# The whole message with other surrounding whitespace (accepted), in another case (refused).
+QUOTE_TEXT = {"whole": MESSAGE_TEXT, "padded": f"  {MESSAGE_TEXT}\n",
+              "recased": MESSAGE_TEXT.upper(), "part": PART_OF_MESSAGE}
 
-# Faults armed on the platform before the worker's call, by model trigger.
-FAULT_BEFORE = {
-    "submit_response_lost": Fault.LOST_RESPONSE,
-    "submit_undelivered": Fault.UNDELIVERED,
-    "submit_rejected": Fault.REJECT,
-    "lookup_timeout": Fault.LOOKUP_TIMEOUT,
+# Faults armed on the platform before the worker's call, by model trigger and the model's
+# fault parameter (None: the trigger has none): every failure class the protocol survives.
+FAULT_BEFORE: dict[tuple[str, str | None], Fault] = {
+    ("submit_response_lost", "timeout"): Fault.LOST_RESPONSE,
+    ("submit_response_lost", "reset"): Fault.RESET_AFTER,
+    ("submit_response_lost", "malformed"): Fault.MALFORMED,
+    ("submit_undelivered", "timeout"): Fault.UNDELIVERED,
+    ("submit_undelivered", "reset"): Fault.RESET_BEFORE,
+    ("submit_undelivered", "error"): Fault.ERROR,
+    ("submit_undelivered", "busy"): Fault.BUSY,
+    ("submit_rejected", None): Fault.REJECT,
+    ("lookup_timeout", "timeout"): Fault.LOOKUP_TIMEOUT,
+    ("lookup_timeout", "reset"): Fault.RESET_AFTER,
+    ("lookup_timeout", "malformed"): Fault.MALFORMED,
+    ("lookup_timeout", "error"): Fault.ERROR,
+    ("lookup_timeout", "busy"): Fault.BUSY,
 }
 # Method names, looked up on the worker object so a subclass's override is the one called.
 WORKER_CALLS: dict[str, str] = {
@@ -131,7 +152,14 @@ class _Instance:
         message = store.receive_message(self.session, self.user, MESSAGE_TEXT, CLOCK)
         store.attribute_message(message.message_id, self.task.task_id)
         self.message = message.message_id
+        self.clock = (message.request_clock_utc, message.time_zone)
+        # A later message of the same task: the status tool shows it the result (Q26).
+        reader = store.receive_message(self.session, self.user, "what did it return?", CLOCK)
+        store.attribute_message(reader.message_id, self.task.task_id)
+        self.reader = reader.message_id
         self.query_id: str | None = None
+        self.sql: str | None = None  # the SQL of the draft the user sees and confirms
+        self.reruns: list[str] = []  # query ids of deliberate reruns of the same SQL (Q2)
         self.rejected = False  # the platform keeps no record of a rejected submission
         self.notification: str | None = None
 
@@ -186,6 +214,10 @@ class QueryAdapter(Adapter):
         if trigger in ("check_passed", "check_failed"):
             sql = APP_MONTHLY_SQL if trigger == "check_passed" else BAD_SQL
             item.query_id = self.store.request_query(item.task.task_id, sql).query_id
+            item.sql = sql
+        elif trigger == "message_redelivered":
+            self.store.receive_message(item.session, item.user, MESSAGE_TEXT, RECOVERY_CLOCK,
+                                       message_id=item.message)
         elif trigger == "crash":
             self.crash(int(params["worker"]), item.query_id)
         elif trigger == "condition_updated":
@@ -202,6 +234,13 @@ class QueryAdapter(Adapter):
             self._confirm(item, qid, params)
         elif trigger == "cancel":
             self.store.cancel(qid)
+        elif trigger == "run_stopped":
+            self.store.end_run(item.run)  # a stopped run (a closed stream) is not a cancel
+            item.run = self.store.start_run(item.session)
+        elif trigger == "rerun":
+            sql = self.store.query(qid).sql
+            # reassigned, not appended: a run's items are shallow copies of a template's
+            item.reruns = [*item.reruns, self.store.request_query(item.task.task_id, sql).query_id]
         elif trigger == "revised":
             self.store.request_query(item.task.task_id, REVISED_SQL, replaces_query_id=qid)
         elif trigger == "platform_succeeds":
@@ -214,11 +253,11 @@ class QueryAdapter(Adapter):
         elif trigger == "crash_after_platform_stored":
             self._crash_inside_submit(int(params["worker"]), qid)
         else:
-            self._worker_step(int(params["worker"]), trigger, qid)
+            self._worker_step(int(params["worker"]), trigger, qid, params.get("fault"))
             item.rejected = item.rejected or trigger == "submit_rejected"
 
-    def _worker_step(self, w: int, trigger: str, qid: str) -> None:
-        fault = FAULT_BEFORE.get(trigger)
+    def _worker_step(self, w: int, trigger: str, qid: str, kind: Value = None) -> None:
+        fault = FAULT_BEFORE.get((trigger, None if kind is None else str(kind)))
         if fault is not None:
             self.platform.inject(fault)
         try:
@@ -258,6 +297,7 @@ class QueryAdapter(Adapter):
         task = self.store.task(item.task.task_id)
         if item.query_id is None:  # drafted: the draft exists, its check is in flight
             item.query_id = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
+            item.sql = APP_MONTHLY_SQL
         self.store.update_conditions(task.task_id, task.condition_version,
                                      {"revision": task.condition_version + 1})
 
@@ -265,10 +305,10 @@ class QueryAdapter(Adapter):
         query = self.store.query(qid)
         draft = query.draft_version + (params["draft_version"] == "stale")
         condition = query.condition_version + (params["condition_version"] == "stale")
-        message, quote = item.message, MESSAGE_TEXT
-        if params["quote"] == "part":
-            quote = PART_OF_MESSAGE
-        elif params["quote"] == "notification":
+        message = item.message
+        if params["quote"] != "notification":
+            quote = QUOTE_TEXT[str(params["quote"])]
+        else:
             message = self._notification_message(item)
             quote = self.store.message(message).text
         pending = None
@@ -303,8 +343,36 @@ class QueryAdapter(Adapter):
         else:
             out = self.store.observe_with_task(item.query_id)  # one read: query and task
             out["platform"] = self._platform_state(item)
+            out.update(self._content(item, item.query_id))
         out["held"] = tuple(w.held.get(item.query_id or "", 0) for w in self.workers)
         return {k: v for k, v in out.items() if k not in ("not_found_seen", "ids_submitted")}
+
+    def _content(self, item: _Instance, qid: str) -> dict[str, str]:
+        """Content compared with what it must equal: the model's finite abstractions."""
+        stored = self.platform.stored_sql(qid)
+        payload = "none" if stored is None else "confirmed" if stored == item.sql else "altered"
+        held = self.store.status(qid, item.reader).result
+        result = "none"
+        if held is not None:
+            mine = self.platform.status(qid) is PlatformStatus.SUCCEEDED and held == _as_json(
+                self.platform.result(qid))
+            result = "platform" if mine else "other"
+        reply = self.store.status(qid, item.message)
+        query = self.store.query(qid)
+        notes = [n for n in self.store.notifications(item.task.task_id) if n.query_id == qid]
+        notice = "none"
+        if notes:
+            budget = self.store.message(query.budget_message_id or "")
+            source = (budget.request_clock_utc, budget.time_zone)
+            agree = len(notes) == 1 and (notes[0].request_clock_utc, notes[0].time_zone) == source
+            notice = "source" if agree else "other"
+        message = self.store.message(item.message)
+        clock = "source" if (message.request_clock_utc, message.time_zone) == item.clock else "other"
+        reruns = "new_id" if len({qid, *item.reruns}) == 1 + len(item.reruns) else "same_id"
+        return {"payload": payload, "result": result, "notice": notice,
+                "status_reply": ("shown" if reply.result is not None
+                                 else "withheld" if reply.result_withheld else "none"),
+                "message_clock": clock, "reruns": reruns}
 
     def _platform_state(self, item: _Instance) -> str:
         status = self.platform.status(self._qid(item))
@@ -325,3 +393,8 @@ class QueryAdapter(Adapter):
             release_store(self._scratch, "query")
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def _as_json(result: QueryResult) -> dict[str, Any]:
+    """The platform's result in the shape the agent stores it (columns, rows as lists)."""
+    return {"columns": list(result.columns), "rows": [list(r) for r in result.rows]}

@@ -58,7 +58,11 @@ class _Query:
         self.task = shared.task
         self.run = shared.run
         self.message = shared.message
+        self.clock = shared.clock
+        self.reader = shared.reader
         self.query_id: str | None = None
+        self.sql: str | None = None
+        self.reruns: list[str] = []
         self.rejected = False
         self.notification: str | None = None
 
@@ -81,8 +85,13 @@ class QuerySystemAdapter(QueryAdapter):
         self.workers = [self._worker(w) for w in range(workers)]
         self.task = self.store.create_task(USER, SESSION, {"month": "2026-01", "unit": "yuan"})
         self.run = self.store.start_run(SESSION)
-        self.message = self.store.receive_message(SESSION, USER, MESSAGE_TEXT, CLOCK,
-                                                  task_id=self.task.task_id).message_id
+        message = self.store.receive_message(SESSION, USER, MESSAGE_TEXT, CLOCK,
+                                             task_id=self.task.task_id)
+        self.message = message.message_id
+        self.clock = (message.request_clock_utc, message.time_zone)
+        # A later message of the task: the status tool shows it the result (Q26).
+        self.reader = self.store.receive_message(SESSION, USER, "what did it return?", CLOCK,
+                                                 task_id=self.task.task_id).message_id
         self.pending: str | None = None  # the newest message, while it is not attributed
         self.items = [_Query(self) for _ in range(queries)]  # type: ignore[misc]
         # The notification a confirmation may quote, made before any step: made later, its
@@ -107,6 +116,7 @@ class QuerySystemAdapter(QueryAdapter):
                 if item.query_id is None:
                     item.query_id = self.store.request_query(self.task.task_id,
                                                              APP_MONTHLY_SQL).query_id
+                    item.sql = APP_MONTHLY_SQL
             task = self.store.task(self.task.task_id)
             self.store.update_conditions(task.task_id, task.condition_version,
                                          {"revision": task.condition_version + 1})

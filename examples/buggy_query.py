@@ -11,6 +11,6 @@ from .inmemory_query import Query, Worker
 
 
 class LostAnswerIsFailure(Worker):
-    def no_answer(self, q: Query) -> str:
+    def no_answer(self, q: Query, kind: str = "timeout") -> str:
         self.service.settle(q, "submit_rejected", self._params(), "failed")
         return q.state

@@ -24,7 +24,11 @@ class CallerError(Exception):
 
 
 class NoAnswer(Exception):
-    """The platform call got no answer (lost on the way there or back)."""
+    """The platform call got no answer (lost on the way there or back); ``kind`` says how."""
+
+    def __init__(self, message: str, kind: str = "timeout") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class Rejected(Exception):
@@ -32,7 +36,11 @@ class Rejected(Exception):
 
 
 class LookupTimeout(Exception):
-    """The lookup got no answer in time; nothing was learnt."""
+    """The lookup got no answer (timed out, reset, garbled, ...); nothing was learnt."""
+
+    def __init__(self, message: str, kind: str = "timeout") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 # --------------------------------------------------------------------------
@@ -45,11 +53,12 @@ class Platform:
         self.jobs: dict[str, str] = {}  # query_id -> running | succeeded | failed | cancelled
         self.rejected: set[str] = set()
         self.faults: set[str] = set()  # lose_answer, undeliverable, reject, lookup_timeout
+        self.fault_kind = "timeout"  # how an armed fault shows: timeout, reset, malformed, ...
 
     def submit(self, query_id: str) -> None:
         if "undeliverable" in self.faults:
             self.faults.discard("undeliverable")
-            raise NoAnswer("the request never arrived")
+            raise NoAnswer("the request never arrived", self.fault_kind)
         if "reject" in self.faults:
             self.faults.discard("reject")
             self.rejected.add(query_id)
@@ -57,12 +66,12 @@ class Platform:
         self.jobs.setdefault(query_id, "running")  # deduplicated by query_id
         if "lose_answer" in self.faults:
             self.faults.discard("lose_answer")
-            raise NoAnswer("the answer was lost")
+            raise NoAnswer("the answer was lost", self.fault_kind)
 
     def lookup(self, query_id: str) -> str | None:
         if "lookup_timeout" in self.faults:
             self.faults.discard("lookup_timeout")
-            raise LookupTimeout(query_id)
+            raise LookupTimeout(query_id, self.fault_kind)
         return self.jobs.get(query_id)
 
     def cancel(self, query_id: str) -> bool:
@@ -182,7 +191,7 @@ class QueryService:
         if draft_version != q.draft_version or condition_version != q.condition_version:
             raise CallerError("stale draft or condition version")
         message = self.messages.get(message_id)
-        if message is None or message.kind != "user" or message.text != quote:
+        if message is None or message.kind != "user" or message.text.strip() != quote.strip():
             raise CallerError("the quote must be the user's whole message")
         if q.state in LIVE:
             self._step(q, "confirm", self._confirm_params(), q.state)
@@ -290,17 +299,18 @@ class Worker:
             raise CallerError("only the lease that committed submitting may call the platform")
         try:
             self.service.platform.submit(query_id)
-        except NoAnswer:
-            return self.no_answer(q)
+        except NoAnswer as exc:
+            return self.no_answer(q, exc.kind)
         except Rejected:
             self.service.settle(q, "submit_rejected", self._params(), "failed")
             return q.state
         self.service._step(q, "submit_answered", self._params(), "running")
         return q.state
 
-    def no_answer(self, q: Query) -> str:
+    def no_answer(self, q: Query, kind: str = "timeout") -> str:
         """No answer is not a failure: the outcome is unknown until a lookup says (Q14)."""
-        self.service._step(q, "submit_unanswered", self._params(), "submission_unknown")
+        self.service._step(q, "submit_unanswered", {**self._params(), "fault": kind},
+                           "submission_unknown")
         return q.state
 
     def lookup(self, query_id: str) -> str:
@@ -311,8 +321,9 @@ class Worker:
             raise CallerError(f"nothing to look up in {q.state}")
         try:
             status = self.service.platform.lookup(query_id)
-        except LookupTimeout:
-            self.service._step(q, "lookup_timeout", self._params(), q.state)
+        except LookupTimeout as exc:
+            self.service._step(q, "lookup_timeout", {**self._params(), "fault": exc.kind},
+                               q.state)
             return q.state
         if status is None:
             self.service._step(q, "lookup_not_found", self._params(), "not_found")

@@ -43,6 +43,11 @@ class _Item:
 class InMemoryQueryAdapter(Adapter):
     """Drives one :class:`QueryService` with three queries and two workers."""
 
+    # Content this in-memory service does not hold (no SQL ledger on its platform, no
+    # results, notifications, request clocks or status tool): the kit says NOT CHECKED.
+    unobservable = frozenset({"payload", "result", "notice", "status_reply", "message_clock",
+                              "reruns"})
+
     service_class: type[QueryService] = QueryService
     worker_class: type[Worker] = Worker
 
@@ -77,6 +82,10 @@ class InMemoryQueryAdapter(Adapter):
             self._confirm(item, qid, params)
         elif trigger == "cancel":
             s.cancel(qid)
+        elif trigger == "rerun":
+            s.draft(item.task.task_id, item.query.sql)  # a new query record, its own id (Q2)
+        elif trigger in ("message_redelivered", "run_stopped"):
+            pass  # this service keeps no request clocks and no runs: nothing to do (M1, Q22)
         elif trigger in ("platform_succeeds", "platform_fails"):
             platform.finish(qid, trigger == "platform_succeeds")
         elif trigger == "cancel_unanswered":
@@ -87,6 +96,7 @@ class InMemoryQueryAdapter(Adapter):
             platform.submit(qid)  # stored, and the worker died before recording the answer
             self._crash(int(params["worker"]), qid)
         elif worker is not None:
+            self.service.platform.fault_kind = str(params.get("fault", "timeout"))
             self._worker_step(worker, qid, trigger)
         else:
             raise ValueError(f"no mapping for trigger {trigger!r}")
@@ -124,6 +134,10 @@ class InMemoryQueryAdapter(Adapter):
         message, quote = item.message, TEXT
         if params["quote"] == "part":
             quote = TEXT.split(",")[0]
+        elif params["quote"] == "padded":
+            quote = f"  {TEXT}\n"
+        elif params["quote"] == "recased":
+            quote = TEXT.upper()
         elif params["quote"] == "notification":
             note = s.receive(item.task.session, TEXT, kind="notification")
             s.attribute(note.message_id)

@@ -218,6 +218,16 @@ class ApprovalRuntime:
         """Tokens recovery may still need; pass them to ``purge_idempotency_records`` (W8)."""
         return {c.client_token for c in self._checkpoints.calls(_IN_FLIGHT)}
 
+    def purge_idempotency_records(self, older_than_seconds: float) -> int:
+        """Retention (W8): delete token records older than the age, never an in-flight token's.
+
+        The tokens are read first and the purge is one transaction afterwards; a call
+        proposed in between has no record yet (its record commits with its business
+        change), so it has nothing to lose. Returns how many records were deleted.
+        """
+        return self._business.purge_idempotency_records(older_than_seconds,
+                                                        in_flight=self.in_flight_tokens())
+
     # -- the user's steps ----------------------------------------------------------------------
     def propose(self, session_id: str, tool: str, args: Mapping[str, Any], *,
                 run_id: str | None = None) -> Call:

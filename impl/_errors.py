@@ -71,7 +71,15 @@ class Busy(EnvironmentFault):
 
 
 class PlatformUnavailable(EnvironmentFault):
-    """The platform did not answer; what it did is unknown."""
+    """The platform did not answer; what it did is unknown.
+
+    ``kind`` names the failure the caller met (``timeout``, ``reset``, ``malformed``,
+    ``error``, ``busy``): worth logging, never evidence of what the platform did.
+    """
+
+    def __init__(self, message: str, kind: str = "timeout") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class LookupFailed(EnvironmentFault):

@@ -119,6 +119,26 @@ class Fault(enum.Enum):
     LOOKUP_TIMEOUT = "lookup_timeout"  # lookup: nothing learnt, no poll counted
     CANCEL_TIMEOUT = "cancel_timeout"  # cancel: nothing changed
     EXEC_FAIL = "exec_fail"  # the next completion fails with a runtime error
+    # Every other failure that proves nothing (Q14, Q15), for submit and lookup alike:
+    RESET_BEFORE = "reset_before"  # the connection resets before the request arrives
+    RESET_AFTER = "reset_after"  # the request is processed, then the connection resets
+    MALFORMED = "malformed"  # the request is processed, the answer cannot be decoded
+    ERROR = "error"  # the platform answers an internal error before processing anything
+    BUSY = "busy"  # the platform's own database is locked: nothing is processed
+
+
+# What the caller meets for each fault: one kind (and one text) for a failure before and
+# after processing, so the caller can never tell whether the platform acted.
+FAULT_KIND: Final = {Fault.LOST_RESPONSE: "timeout", Fault.UNDELIVERED: "timeout",
+                     Fault.LOOKUP_TIMEOUT: "timeout", Fault.RESET_BEFORE: "reset",
+                     Fault.RESET_AFTER: "reset", Fault.MALFORMED: "malformed",
+                     Fault.ERROR: "error", Fault.BUSY: "busy"}
+# Submit faults that strike before the platform stores anything, and after it did.
+SUBMIT_BEFORE: Final = (Fault.UNDELIVERED, Fault.RESET_BEFORE, Fault.ERROR, Fault.BUSY)
+SUBMIT_AFTER: Final = (Fault.LOST_RESPONSE, Fault.RESET_AFTER, Fault.MALFORMED)
+# Lookup faults: a lookup changes nothing on the platform, so before and after are one.
+LOOKUP_FAULTS: Final = (Fault.LOOKUP_TIMEOUT, Fault.RESET_BEFORE, Fault.RESET_AFTER,
+                        Fault.MALFORMED, Fault.ERROR, Fault.BUSY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,13 +234,26 @@ def _take_fault(conn: sqlite3.Connection, fault: Fault) -> bool:
     return cursor.rowcount == 1
 
 
-def _unavailable_submit(query_id: str) -> PlatformUnavailable:
-    # One text for the lost response, the undelivered request and a busy
-    # ledger: nothing in the error may tell the caller which one happened.
+def _take_first(conn: sqlite3.Connection, faults: tuple[Fault, ...]) -> Fault | None:
+    """Consume the first pending fault of ``faults`` (in that order), or None."""
+    for fault in faults:
+        if _take_fault(conn, fault):
+            return fault
+    return None
+
+
+_WHAT: Final = {"timeout": "did not answer", "reset": "reset the connection on",
+                "malformed": "sent an answer that cannot be decoded to",
+                "error": "answered an internal error to", "busy": "reported its database busy on"}
+
+
+def _unavailable_submit(query_id: str, kind: str = "busy") -> PlatformUnavailable:
+    # One text per kind, whether the request was stored or not: nothing in the
+    # error may tell the caller which one happened.
     return PlatformUnavailable(
-        f"the platform did not answer the submit of query {query_id!r}: it may or may not "
-        "have stored it; look it up with the same query_id before any resubmission (Q13-Q15)"
-    )
+        f"the platform {_WHAT[kind]} the submit of query {query_id!r}: it may or may not "
+        "have stored it; look it up with the same query_id before any resubmission (Q13-Q15)",
+        kind)
 
 
 def _conflict(query_id: str, stored: str, offered: str | None) -> str:
@@ -325,18 +358,21 @@ class SyntheticPlatform:
         fingerprint = _fingerprint(sql, fingerprint_extra) if isinstance(sql, str) else None
         conn = self._ledger()
         answer: SubmitAnswer | None = None  # stays None when the request never arrived
-        lost = False
+        fault: Fault | None = None
         try:
             with write(conn):
-                # An undelivered request never arrived: not stored, not even counted.
-                if not _take_fault(conn, Fault.UNDELIVERED):
+                # A fault before processing: not stored, not even counted.
+                fault = _take_first(conn, SUBMIT_BEFORE)
+                if fault is None:
                     answer = self._receive(conn, query_id, sql, fingerprint, verdict)
-                    lost = _take_fault(conn, Fault.LOST_RESPONSE)
+                    fault = _take_first(conn, SUBMIT_AFTER)
         except Busy as exc:
             raise _unavailable_submit(query_id) from exc
         # Raised only after COMMIT: raising inside write() would roll back the
         # stored submission, and a lost response is exactly "stored, unanswered".
-        if answer is None or lost:
+        if fault is not None:
+            raise _unavailable_submit(query_id, FAULT_KIND[fault])
+        if answer is None:  # unreachable: no fault means the request was processed
             raise _unavailable_submit(query_id)
         return answer
 
@@ -377,23 +413,26 @@ class SyntheticPlatform:
         _require_query_id(query_id)
         conn = self._ledger()
         answer: LookupAnswer | None = None
+        fault: Fault | None = None
         try:
             with write(conn):
-                if not _take_fault(conn, Fault.LOOKUP_TIMEOUT):
+                fault = _take_first(conn, LOOKUP_FAULTS)
+                if fault is None:
                     answer = self._poll(conn, query_id)
         except Busy as exc:
-            raise self._lookup_timeout(query_id) from exc
-        if answer is None:
-            raise self._lookup_timeout(query_id)
+            raise self._lookup_timeout(query_id, "busy") from exc
+        if fault is not None:
+            raise self._lookup_timeout(query_id, FAULT_KIND[fault])
+        if answer is None:  # unreachable: no fault means the lookup was answered
+            raise self._lookup_timeout(query_id, "busy")
         return answer
 
     @staticmethod
-    def _lookup_timeout(query_id: str) -> PlatformUnavailable:
-        # A timeout is not "not found": it proves nothing, the query stays unknown.
+    def _lookup_timeout(query_id: str, kind: str = "timeout") -> PlatformUnavailable:
+        # No answer is not "not found": it proves nothing, the query stays unknown.
         return PlatformUnavailable(
-            f"the platform did not answer the lookup of query {query_id!r}; nothing was "
-            "learnt and the query stays unknown: look it up again, do not resubmit (Q15)"
-        )
+            f"the platform {_WHAT[kind]} the lookup of query {query_id!r}; nothing was "
+            "learnt and the query stays unknown: look it up again, do not resubmit (Q15)", kind)
 
     def _poll(self, conn: sqlite3.Connection, query_id: str) -> LookupAnswer:
         arrived = conn.execute("SELECT received FROM arrivals WHERE query_id = ?",
@@ -534,6 +573,13 @@ class SyntheticPlatform:
         row = self._ledger().execute("SELECT status FROM submissions WHERE query_id = ?",
                                      (query_id,)).fetchone()
         return None if row is None else PlatformStatus(row["status"])
+
+    def stored_sql(self, query_id: str) -> str | None:
+        """The SQL the ledger stored under ``query_id`` (None: nothing stored), for observers."""
+        _require_query_id(query_id)
+        row = self._ledger().execute("SELECT sql FROM submissions WHERE query_id = ?",
+                                     (query_id,)).fetchone()
+        return None if row is None else str(row["sql"])
 
     def pending_faults(self) -> dict[Fault, int]:
         rows = self._ledger().execute("SELECT fault, remaining FROM faults WHERE remaining > 0")

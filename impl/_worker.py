@@ -127,9 +127,11 @@ class Worker:
             yield conn, self._held_row(conn, query_id)
 
     def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
-              updates: Mapping[str, Any] | None = None) -> S:
+              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
+        """Record one step; ``fault`` is the kind of failure an unanswered call met (logged)."""
         now = self._now()
-        apply_step(conn, row["query_id"], trigger=trigger, params=self._params,
+        params = self._params if fault is None else {**self._params, "fault": fault}
+        apply_step(conn, row["query_id"], trigger=trigger, params=params,
                    from_state=S(row["execution_state"]), to_state=to_state, at=iso(now),
                    updates={**(updates or {}), "lease_expires_at": self._expiry(now)},
                    epoch=row["lease_epoch"])
@@ -270,15 +272,16 @@ class Worker:
                              f"{row['submit_epoch']}: it is possibly submitted, look it up "
                              "before any resubmission (Q13)")
         sql = row["sql"]
+        fault = None
         try:
             answer = self.platform.submit(query_id, sql)
-        except PlatformUnavailable:
-            answer = None  # lost answer or undelivered request: the worker cannot tell (Q14)
+        except PlatformUnavailable as exc:
+            answer, fault = None, exc.kind  # stored or not: the worker cannot tell (Q14)
         self._crash.hit("after_platform_stored")
         with self._fenced(query_id) as (conn, row):
             self._require(row, "call_submit", S.SUBMITTING)
             if answer is None:
-                state = self._step(conn, row, "submit_unanswered", S.UNKNOWN)
+                state = self._step(conn, row, "submit_unanswered", S.UNKNOWN, fault=fault)
             elif answer.accepted:
                 state = self._step(conn, row, "submit_answered", S.RUNNING)
             else:  # an explicit rejection is the platform's word (Q17)
@@ -298,15 +301,16 @@ class Worker:
                              "lookups resolve submission_unknown, a recovered submitting or "
                              "running (Q15)")
         answer: LookupAnswer | None
+        fault = None
         try:
             answer = self.platform.lookup(query_id)
-        except PlatformUnavailable:
-            answer = None  # a timeout is not "not found": nothing was learnt (Q15)
+        except PlatformUnavailable as exc:
+            answer, fault = None, exc.kind  # no answer is not "not found": nothing learnt (Q15)
         result = self._result(query_id) if answer and answer.status is PlatformStatus.SUCCEEDED else None
         with self._fenced(query_id) as (conn, row):
             self._require(row, "lookup", state)
             if answer is None:
-                new = self._step(conn, row, "lookup_timeout", state)
+                new = self._step(conn, row, "lookup_timeout", state, fault=fault)
             else:
                 new = self._record_evidence(conn, row, answer.found, answer.status, result,
                                             answer.error)

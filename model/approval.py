@@ -148,6 +148,7 @@ STATES: Final = (
 TERMINAL: Final = frozenset(s.name for s in STATES if s.terminal)
 BEFORE_HANDLER: Final = (PROPOSED, PENDING, APPROVED, REJECTED, EXPIRED)
 MAY_HAVE_STARTED: Final = (EXECUTING, COMMITTED, RECOVERING, UNKNOWN)
+OPEN: Final = tuple(s.name for s in STATES if not s.terminal)
 
 # What the restarted runtime records when it finds a call checkpointed as executing:
 # it cannot tell a crash before the commit (R4) from one after it (R5).
@@ -342,6 +343,19 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition("reconcile", (UNKNOWN,), RECONCILED,
                    "a person settles the call by hand from the business store's evidence",
                    ("A4",), actor="user"),
+        # ---- beside the call: object-level de-duplication and retention (W7, W8) -------
+        Transition("draft_resubmitted", OPEN, None,
+                   "an already submitted order draft is submitted again under a new token: "
+                   "the original order comes back, nothing is written", ("W7",), actor="user",
+                   observed_as=None),
+        Transition("token_replayed", OPEN, None,
+                   "a settled write's token is sent again with the same arguments, within its "
+                   "record's lifetime: the first result comes back and the business data does "
+                   "not change again", ("W2",), actor="user", observed_as=None),
+        Transition("retention_purge", OPEN, None,
+                   "the idempotency records' lifetime runs out: every record is deleted except "
+                   "the tokens of calls that may still resume", ("W8",), actor="environment",
+                   observed_as=None),
     )
     return Protocol(
         name="approval",
@@ -383,6 +397,16 @@ def _variables(auto_retries: int) -> tuple[Variable, ...]:
         # adapter observes it there; the runtime's log cannot (the commit is hidden).
         Variable("commits", (0, 1, 2), 0, "business commits under this token (W2, A6)",
                  logged=False),
+        # Content an adapter compares in the business store (W7, W8); no runtime log sees it.
+        Variable("draft_order", ("original", "duplicate"), "original",
+                 "what resubmitting an already submitted draft yields: its original order, or "
+                 "a second one (W7)", logged=False),
+        Variable("replay", ("first", "applied_again"), "first",
+                 "what replaying a settled write's token yields: its first result, or a second "
+                 "change (W2)", logged=False),
+        Variable("token_record", ("kept", "lost"), "kept",
+                 "the call's idempotency record is in the business store whenever the call may "
+                 "still resume (W8)", logged=False),
         Variable("handler_entries", tuple(range(auto_retries + 3)), 0,
                  "times the handler was entered (A6)", ghost=True),
     )
@@ -418,6 +442,13 @@ INVARIANTS: Final = (
               ("A1",), lambda s, v: v["token_id"] == ("none" if s == PROPOSED else "original")),
     Invariant("retries_off_after_absent", "the re-run after absent runs with retries off",
               ("A5",), lambda s, v: not (v["rerun"] and v["retries_allowed"])),
+    Invariant("draft_submitted_once", "a draft submitted again returns its original order",
+              ("W7",), lambda s, v: v["draft_order"] == "original"),
+    Invariant("replay_returns_first", "a replayed token returns its first result and changes "
+              "nothing", ("W2",), lambda s, v: v["replay"] == "first"),
+    Invariant("retention_keeps_in_flight_tokens",
+              "retention never deletes the record of a call that may still resume", ("W8",),
+              lambda s, v: v["token_record"] == "kept"),
     Invariant("retries_only_if_retry_safe", "automatic retries only for retry_safe tools",
               ("A5",), lambda s, v: not v["retries_allowed"] or v["retry_safe"]),
 )

@@ -55,6 +55,7 @@ from ._core import (
     StepProperty,
     Transition,
     Variable,
+    Vars,
 )
 
 
@@ -126,9 +127,29 @@ UNANSWERED = "submit_unanswered"
 # transaction, and a worker's submit steps (a stale lease, a spent submission budget).
 REFUSABLE = frozenset({"confirm", "cancel", "revised", "begin_submit", "resubmit"})
 
-# Parameters the environment chooses.
-QUOTES = ("whole", "part", "notification")
+# Finite abstractions of content an adapter compares, not only states (each is a
+# verdict of the comparison, so a value outside the protocol is representable).
+PAYLOAD_NONE, PAYLOAD_CONFIRMED, PAYLOAD_ALTERED = "none", "confirmed", "altered"
+RESULT_NONE, RESULT_PLATFORM, RESULT_OTHER = "none", "platform", "other"
+NOTICE_NONE, NOTICE_SOURCE, NOTICE_OTHER = "none", "source", "other"
+REPLY_NONE, REPLY_WITHHELD, REPLY_SHOWN = "none", "withheld", "shown"
+CLOCK_SOURCE, CLOCK_OTHER = "source", "other"
+RERUN_NEW, RERUN_SAME = "new_id", "same_id"
+
+# Parameters the environment chooses. A quote is the whole message byte for byte, the
+# whole message with other surrounding whitespace (accepted: Q5 ignores leading and
+# trailing whitespace), the whole message in another letter case (refused: only
+# whitespace is ignored), a part of it, or a result notification's text.
+QUOTES = ("whole", "padded", "recased", "part", "notification")
+WHOLE_QUOTES = ("whole", "padded")
 VERSION_CHOICES = ("current", "stale")
+# Every failure of a platform call that proves nothing (Q14, Q15). A submit fails before the
+# platform stored anything (a busy database or an error answer can only be that) or after
+# (a malformed answer can only be that); timeouts and resets can be either.
+LOST_FAULTS = ("timeout", "reset", "malformed")
+UNDELIVERED_FAULTS = ("timeout", "reset", "error", "busy")
+SUBMIT_FAULTS = ("timeout", "reset", "malformed", "error", "busy")  # one logged name, one domain
+LOOKUP_FAULTS = ("timeout", "reset", "malformed", "error", "busy")
 MESSAGE_CHOICES = ("attributed", "pending")
 
 
@@ -156,8 +177,9 @@ UNDER_LIMIT = Guard("under_limit", f"submissions < {MAX_SUBMISSIONS}",
                     lambda v, p: v["submissions"] < MAX_SUBMISSIONS, reads=("submissions",))
 AT_LIMIT = Guard("at_limit", f"submissions >= {MAX_SUBMISSIONS}",
                  lambda v, p: v["submissions"] >= MAX_SUBMISSIONS, reads=("submissions",))
-QUOTE_WHOLE = Guard("quote_whole", "instruction_quote is the user's whole message",
-                    lambda v, p: p["quote"] == "whole", reads=("quote",))
+QUOTE_WHOLE = Guard("quote_whole",
+                    "instruction_quote is the user's whole message (surrounding whitespace aside)",
+                    lambda v, p: p["quote"] in WHOLE_QUOTES, reads=("quote",))
 DRAFT_CURRENT = Guard("draft_current", "draft_version is current",
                       lambda v, p: p["draft_version"] == "current", reads=("draft_version",))
 CONDITION_CURRENT = Guard("condition_current", "condition_version is current",
@@ -195,13 +217,31 @@ def _set_held(v, p, epoch: int) -> tuple[int, ...]:  # type: ignore[no-untyped-d
 
 
 def _settle(**extra: str) -> Effect:
-    """Recording a terminal outcome moves the task's phase only at its own version (Q24)."""
+    """Recording a terminal outcome moves the task's phase only at its own version (Q24).
+
+    The worker that records it then queues the result notification, with the request
+    clock of the message the query's budget came from (M2)."""
+    extra = {"notice": NOTICE_SOURCE, **extra}
     text = "phase_moved := task_version == authorized_version and not clarifying"
-    if extra:
-        text += "; " + "; ".join(f"{k} := {x}" for k, x in extra.items())
+    text += "; " + "; ".join(f"{k} := {x}" for k, x in extra.items())
     return _effect(text, lambda v, p: {
         "phase_moved": v["task_version"] == v["authorized_version"] and not v["clarifying"],
         **extra})
+
+
+def _fault_in(kinds: tuple[str, ...]) -> Guard:
+    """The submit fault is one that can strike at this point of the call."""
+    after = kinds == LOST_FAULTS
+    return Guard("fault_after_storing" if after else "fault_before_storing",
+                 f"fault is {' or '.join(kinds)}", lambda v, p: p["fault"] in kinds,
+                 reads=("fault",))
+
+
+def _store_on_platform(v: Vars, p: Params) -> dict[str, str]:
+    """A submission that reaches the platform is stored once, with the confirmed SQL (Q1, Q18)."""
+    if v["platform"] != P_NONE:
+        return {}
+    return {"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED}
 
 
 # --------------------------------------------------------------------------
@@ -219,7 +259,8 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                           lambda v, p: v["task_version"] < max_task_version,
                           reads=("task_version",), bound=True)
     confirm_params = (
-        Param("quote", QUOTES, "what instruction_quote is: the whole message, a part, a notification"),
+        Param("quote", QUOTES, "what instruction_quote is: the whole message (as sent, padded "
+              "with whitespace, in another letter case), a part, a notification"),
         Param("draft_version", VERSION_CHOICES, "the draft_version the caller sends"),
         Param("condition_version", VERSION_CHOICES, "the condition_version the caller sends"),
         Param("message", MESSAGE_CHOICES, "whether a newer message's attribution is undecided"),
@@ -232,22 +273,24 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
     submit = _effect("submissions += 1; submit_epoch := lease_epoch; ids_submitted := 1",
                      lambda v, p: {"submissions": v["submissions"] + 1,
                                    "submit_epoch": v["lease_epoch"], "ids_submitted": 1})
-    stored = _effect("platform := running", lambda v, p: {"platform": P_RUNNING})
+    stored = _effect("platform := running; payload := confirmed",
+                     lambda v, p: {"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED})
     by_worker = (worker,)
+    submit_fault = Param("fault", SUBMIT_FAULTS, "how the submit call failed")
 
     def lookup(trigger: str, dest: str | None, guard: Guard | None, meaning: str, rules: tuple[str, ...],
                effect: Effect | None = None, also: tuple[str, ...] = (),
-               recovering: bool = True) -> list[Transition]:
+               recovering: bool = True, params: tuple[Param, ...] = by_worker) -> list[Transition]:
         """A lookup answer, from unknown (and ``also``) and from a recovered submitting."""
         eff = effect or _effect("nothing changes", lambda v, p: {})
         evidence = (guard,) if guard else ()
         found = [
             Transition(trigger, (UNKNOWN, *also), dest, meaning, rules,
                        guards=(FRESH_LEASE, *evidence), effect=eff, actor="worker",
-                       params=by_worker),
+                       params=params),
             Transition(trigger, (SUBMITTING,), dest, meaning + " (recovering submitting)",
                        (*rules, "Q13"), guards=(FRESH_LEASE, RECOVERING, *evidence), effect=eff,
-                       actor="worker", params=by_worker),
+                       actor="worker", params=params),
         ]
         # A cancelled answer needs a cancel call, which submitting never makes.
         return found if recovering else found[:1]
@@ -315,12 +358,13 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    effect=stored, actor="worker", params=by_worker),
         Transition("submit_response_lost", (SUBMITTING,), UNKNOWN,
                    "the platform stored it but the answer was lost", ("Q14", "Q18"),
-                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE)),
-                   effect=stored, actor="worker", params=by_worker, observed_as=UNANSWERED),
-        Transition("submit_undelivered", (SUBMITTING,), UNKNOWN,
-                   "the request never arrived; the worker cannot tell it from a lost answer",
-                   ("Q14",), guards=(FRESH_LEASE, OWN_CALL), actor="worker", params=by_worker,
+                   guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE), _fault_in(LOST_FAULTS)),
+                   effect=stored, actor="worker", params=(worker, submit_fault),
                    observed_as=UNANSWERED),
+        Transition("submit_undelivered", (SUBMITTING,), UNKNOWN,
+                   "the request was never processed; the worker cannot tell it from a lost answer",
+                   ("Q14",), guards=(FRESH_LEASE, OWN_CALL, _fault_in(UNDELIVERED_FAULTS)),
+                   actor="worker", params=(worker, submit_fault), observed_as=UNANSWERED),
         Transition("submit_rejected", (SUBMITTING,), FAILED,
                    "explicit rejection (unsupported syntax, no permission)", ("Q17",),
                    guards=(FRESH_LEASE, OWN_CALL, _platform_is(P_NONE)),
@@ -328,17 +372,19 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Transition("crash_after_platform_stored", (SUBMITTING,), None,
                    "the platform stored it and the worker died before recording the answer",
                    ("Q12", "Q13"), guards=(FRESH_LEASE, OWN_CALL, epochs_left),
-                   effect=_effect("platform := running if not_received; held[worker] := 0",
-                                  lambda v, p: {"platform": P_RUNNING if v["platform"] == P_NONE
-                                                else v["platform"],
+                   effect=_effect("platform := running, payload := confirmed if not_received; "
+                                  "held[worker] := 0",
+                                  lambda v, p: {**_store_on_platform(v, p),
                                                 "held": _set_held(v, p, 0)}),
                    actor="worker", params=by_worker, observed_as=None),
         # ---- lookups: evidence resolves unknown (Q13, Q15) --------------------
         *lookup("lookup_running", RUNNING, _platform_is(P_RUNNING),
                 "the platform has it running: keep tracking", ("Q15",)),
         *lookup("lookup_succeeded", SUCCEEDED, _platform_is(P_SUCCEEDED),
-                "the platform succeeded; success stands over a cancel request",
-                ("Q15", "Q21", "Q24"), _settle(), also=(RUNNING,)),
+                "the platform succeeded; success stands over a cancel request; the platform's "
+                "result is stored and withheld from the confirming message's status reply",
+                ("Q15", "Q21", "Q24", "Q26"),
+                _settle(result=RESULT_PLATFORM, status_reply=REPLY_WITHHELD), also=(RUNNING,)),
         *lookup("lookup_failed", FAILED, _platform_is(P_FAILED),
                 "the platform's evidence: it failed", ("Q15", "Q17", "Q24"), _settle(),
                 also=(RUNNING,)),
@@ -351,8 +397,10 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                         lambda v, p: {"not_found_seen": min(v["not_found_seen"] + 1,
                                                             MAX_SUBMISSIONS)})),
         *lookup("lookup_timeout", None, None,
-                "the lookup timed out: nothing learnt, still unknown", ("Q15",),
-                also=(RUNNING,)),
+                "the lookup got no answer (timed out, reset, malformed or error answer, busy "
+                "platform): nothing learnt, still unknown", ("Q15",),
+                also=(RUNNING,), params=(worker, Param("fault", LOOKUP_FAULTS,
+                                                       "how the lookup failed"))),
         # ---- after an explicit not found (Q16, Q21) --------------------------
         Transition("resubmit", (NOT_FOUND,), SUBMITTING,
                    "resubmit under the same query_id", ("Q1", "Q16"),
@@ -388,6 +436,18 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    guards=(_platform_is(P_RUNNING),),
                    effect=_effect("platform := failed", lambda v, p: {"platform": P_FAILED}),
                    actor="platform", observed_as=None),
+        # ---- outside this query's record (Q2, M1) -------------------------------
+        Transition("rerun", (AWAITING, *LIVE), None,
+                   "the user runs the same SQL again on purpose: a new query record with a new "
+                   "id; this query is untouched", ("Q2",), actor="user", observed_as=None),
+        Transition("run_stopped", LIVE, None,
+                   "the agent's run is stopped (its stream closed) and a new run starts: not a "
+                   "cancel, the authorized query runs on", ("Q22",), actor="user",
+                   observed_as=None),
+        Transition("message_redelivered", (DRAFTED, AWAITING, *LIVE), None,
+                   "the confirming message is delivered again on recovery, on a later day: "
+                   "it keeps its original request clock", ("M1",), actor="environment",
+                   observed_as=None),
         # ---- crashes ---------------------------------------------------------
         Transition("crash", LIVE, None,
                    "the worker process dies; its leases are gone, the rows stay", ("Q11", "Q13"),
@@ -415,6 +475,26 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                  "the task waits for the user's clarification (Q24)", logged=False),
         Variable("phase_moved", (False, True), False,
                  "the recorded outcome moved the task's phase (Q24)"),
+        # Content compared by an adapter (logged=False: the agent's event log cannot see the
+        # platform's ledger, the notifications or the messages table).
+        Variable("payload", (PAYLOAD_NONE, PAYLOAD_CONFIRMED, PAYLOAD_ALTERED), PAYLOAD_NONE,
+                 "the SQL the platform stored for this query_id vs the SQL the user confirmed "
+                 "(Q1, Q18)", logged=False),
+        Variable("result", (RESULT_NONE, RESULT_PLATFORM, RESULT_OTHER), RESULT_NONE,
+                 "the stored result vs the platform's result for this query_id (Q15, Q25)",
+                 logged=False),
+        Variable("notice", (NOTICE_NONE, NOTICE_SOURCE, NOTICE_OTHER), NOTICE_NONE,
+                 "the result notification's request clock vs the budget message's (M2)",
+                 logged=False),
+        Variable("status_reply", (REPLY_NONE, REPLY_WITHHELD, REPLY_SHOWN), REPLY_NONE,
+                 "what the status tool answers the confirming message about the result (Q26)",
+                 logged=False),
+        Variable("message_clock", (CLOCK_SOURCE, CLOCK_OTHER), CLOCK_SOURCE,
+                 "the confirming message's stored request clock vs the one it arrived with (M1)",
+                 logged=False),
+        Variable("reruns", (RERUN_NEW, RERUN_SAME), RERUN_NEW,
+                 "every deliberate rerun of this query's SQL got a new query id (Q2)",
+                 logged=False),
         Variable("not_found_seen", tuple(range(MAX_SUBMISSIONS + 1)), 0,
                  "lookups that answered an explicit not found (Q15, Q16)", ghost=True),
         Variable("ids_submitted", (0, 1, 2), 0,
@@ -457,6 +537,22 @@ INVARIANTS = (
               ("Q21",), lambda s, v: v["platform"] != P_SUCCEEDED or s not in (CANCELLED, FAILED)),
     Invariant("not_found_is_true", "not_found only while the platform really has no submission",
               ("Q15",), lambda s, v: s != NOT_FOUND or v["platform"] == P_NONE),
+    Invariant("platform_runs_confirmed_sql",
+              "the platform stores this query_id only with the SQL the user confirmed",
+              ("Q1", "Q18"), lambda s, v: v["payload"] != PAYLOAD_ALTERED),
+    Invariant("result_is_platforms", "a stored result is the platform's result, and only a "
+              "success stores one", ("Q15", "Q25"),
+              lambda s, v: v["result"] == (RESULT_PLATFORM if s == SUCCEEDED else RESULT_NONE)),
+    Invariant("notice_keeps_budget_clock",
+              "a result notification carries the request clock of the budget message", ("M2",),
+              lambda s, v: v["notice"] != NOTICE_OTHER),
+    Invariant("status_withholds_result",
+              "the status tool never gives the confirming message the result", ("Q26",),
+              lambda s, v: v["status_reply"] != REPLY_SHOWN),
+    Invariant("message_keeps_clock", "a redelivered message keeps its original request clock",
+              ("M1",), lambda s, v: v["message_clock"] == CLOCK_SOURCE),
+    Invariant("rerun_is_new_query", "re-running the same SQL on purpose never reuses a query id",
+              ("Q2",), lambda s, v: v["reruns"] == RERUN_NEW),
     Invariant("unsubmitted_until_submitting",
               "the platform has nothing before the first submitting commit", ("Q12",),
               lambda s, v: v["submissions"] > 0 or v["platform"] == P_NONE),
@@ -507,7 +603,7 @@ STEP_PROPERTIES = (
                  "queueing needs the whole message, current versions and no pending message",
                  ("Q5", "Q9", "Q25"),
                  lambda b, t, p, a: not (a.state == QUEUED and b.state != QUEUED) or (
-                     p.get("quote") == "whole" and p.get("draft_version") == "current"
+                     p.get("quote") in WHOLE_QUOTES and p.get("draft_version") == "current"
                      and p.get("condition_version") == "current"
                      and p.get("message") == "attributed")),
     StepProperty("reconfirmation_changes_nothing", "confirming a confirmed query changes nothing",

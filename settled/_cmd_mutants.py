@@ -20,6 +20,7 @@ from rich.table import Table
 from settled._paths import OutputPathError, writable_dir
 from settled.conformance._mutants_run import MutantResult, MutantsReport, run_mutants, select_mutants
 from settled.conformance._profiles import PROFILES, profile
+from settled.conformance.mutants import rule_coverage
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -106,7 +107,11 @@ def _summary(report: MutantsReport, elapsed: float, profile_name: str, seed: int
         survivors = ", ".join(m.name for m in report.mutants if not m.killed)
         killed = f"[red]{killed}[/red] (survived: {survivors})"
     run = f"profile {profile_name}" + ("" if seed is None else f", seed {seed}")
-    return f"{killed}, {baseline} ({run}, {elapsed:.1f}s)"
+    rules = rule_coverage()
+    covered = (f"catalogue covers {len(rules.covered)}/{rules.total} breakable rules "
+               f"(without a mutant: {', '.join(rules.missing) or 'none'}; "
+               f"excluded: {', '.join(rules.excluded) or 'none'})")
+    return f"{killed}, {baseline} ({run}, {elapsed:.1f}s)\n{covered}"
 
 
 def register(app: typer.Typer) -> None:

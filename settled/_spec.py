@@ -150,7 +150,8 @@ def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
                 systems: Sequence[System] = ()) -> list[str]:
     out = ["## Traceability: rule → transition → property → test", "",
            "| rule | summary | transitions | properties | tests |", "| --- | --- | --- | --- | --- |"]
-    gaps = []
+    gaps: list[str] = []
+    tests_only: list[str] = []
     for rule in sorted(RULES, key=rule_sort_key):
         trans = sorted({f"{p.name}.{t.trigger}" for p in machines for t in p.transitions
                         if rule in t.rules}
@@ -164,18 +165,27 @@ def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
                        | {f"{s.name}.{si.name}" for s in systems for si in s.invariants
                           if rule in si.rules})
         cited = tests.get(rule, [])
-        if not (trans or props or cited):
-            gaps.append(rule)
+        if not (trans or props):
+            (tests_only if cited else gaps).append(rule)
         out.append(f"| {rule} | {_cell(RULES[rule])} | {_join(trans)} | {_join(props)} "
                    f"| {_join(cited) if cited else '**no test**'} |")
-    out += ["", "### Gaps", ""]
+    out += ["", "### Gaps", "",
+            "A rule the model declares no transition, invariant or step property for is a gap: "
+            "the explorer cannot generate it, the lockstep kit never drives it and the trace "
+            "checker cannot see it break, whatever the tests say.", ""]
+    if tests_only:
+        out.append("Rules backed by tests alone (no transition or property):")
+        out.append("")
+        out += [f"- **{r}**: {RULES[r]} (tests: {_join(tests[r])})" for r in tests_only]
+        out.append("")
     if gaps:
         out.append("Rules with no transition, property or test behind them:")
         out.append("")
         out += [f"- **{r}**: {RULES[r]}" for r in gaps]
-    else:
-        out.append("None: every rule has a transition, a property or a test behind it.")
-    untested = [r for r in sorted(RULES, key=rule_sort_key) if r not in tests and r not in gaps]
+    if not (tests_only or gaps):
+        out.append("None: every rule has a transition or a property behind it.")
+    untested = [r for r in sorted(RULES, key=rule_sort_key)
+                if r not in tests and r not in gaps and r not in tests_only]
     if untested:
         out += ["", "Rules modelled but cited by no test: " + ", ".join(untested) + "."]
     return [*out, ""]

@@ -87,7 +87,8 @@ def test_verify_and_mutants_find_the_approval_suite():
 
 
 def test_the_catalogue_covers_the_rules_it_is_meant_to():
-    assert {m.rule for m in MUTANTS} >= {"W3", "W5", "W6", "A1", "A2", "A3", "A4", "A5"}
+    assert {m.rule for m in MUTANTS} >= {"L5", "W1", "W2", "W3", "W5", "W6", "W7", "W8", "A1", "A2", "A3",
+                                         "A4", "A5", "A6", "A7", "R1", "R2", "R4", "R5", "R6"}
     assert all(m.name.startswith(f"{m.rule}-") for m in MUTANTS)
     assert len({m.name for m in MUTANTS}) == len(MUTANTS)
 

@@ -297,6 +297,27 @@ def test_twist_cancel_as_a_rollback_is_caught() -> None:
     assert "cancel_is_not_a_rollback" in broken(p)
 
 
+@pytest.mark.rule("W7")
+def test_twist_a_resubmitted_draft_ordered_again_is_caught() -> None:
+    p = twist(_is("draft_resubmitted"),
+              lambda t: dataclasses.replace(t, effect=_effect(draft_order="duplicate")))
+    assert broken(p) == {"draft_submitted_once"}
+
+
+@pytest.mark.rule("W8")
+def test_twist_retention_dropping_an_in_flight_record_is_caught() -> None:
+    p = twist(_is("retention_purge"),
+              lambda t: dataclasses.replace(t, effect=_effect(token_record="lost")))
+    assert broken(p) == {"retention_keeps_in_flight_tokens"}
+
+
+@pytest.mark.rule("W2")
+def test_twist_a_replayed_token_applied_again_is_caught() -> None:
+    p = twist(_is("token_replayed"),
+              lambda t: dataclasses.replace(t, effect=_effect(replay="applied_again")))
+    assert broken(p) == {"replay_returns_first"}
+
+
 def test_an_ambiguous_lookup_answer_is_refused_when_declared() -> None:
     with pytest.raises(DeclarationError, match="ambiguous"):
         twist(_is("lookup_absent", S.UNKNOWN), lambda t: dataclasses.replace(t, guards=t.guards[:2]))

@@ -128,7 +128,7 @@ def test_a_planted_bug_is_not_hidden_by_an_adapter_that_leaves_out_a_variable(tm
 
 
 class Unobservable(InMemoryQueryAdapter):
-    unobservable = frozenset({"platform", "held"})
+    unobservable = InMemoryQueryAdapter.unobservable | {"platform", "held"}
 
     def observe(self, instance):
         out = dict(super().observe(instance))
@@ -139,9 +139,10 @@ class Unobservable(InMemoryQueryAdapter):
 def test_declared_unobservable_variables_are_reported_not_checked():
     report = run(Unobservable)
     assert report.ok
-    assert report.not_checked == ("held", "platform")
-    assert "NOT CHECKED: held, platform" in report.text()
-    assert report.to_json()["not_checked"] == ["held", "platform"]
+    content = tuple(sorted(InMemoryQueryAdapter.unobservable))
+    assert report.not_checked == tuple(sorted(("held", "platform", *content)))
+    assert "held" in report.text() and "NOT CHECKED" in report.text()
+    assert report.to_json()["not_checked"] == sorted(("held", "platform", *content))
 
 
 def test_unobservable_must_name_observable_variables():

@@ -153,8 +153,9 @@ MUTANTS = [
         "late_result_keeps_out",
         # an outcome always moves the phase: prefix, submit_answered, condition_updated,
         # platform_succeeds, lookup_succeeded
-        mutate(trigger("lookup_succeeded"), effect("phase_moved := true",
-                                                   lambda v, p: {"phase_moved": True})),
+        mutate(trigger("lookup_succeeded"), effect(
+            "phase_moved := true; result := platform",
+            lambda v, p: {"phase_moved": True, "result": q.RESULT_PLATFORM})),
         {("step_property", "late_result_keeps_out")}, 8,
         marks=pytest.mark.rule("Q24"), id="late-result-moves-phase"),
     pytest.param(
@@ -223,6 +224,53 @@ MUTANTS = [
                 "authorized_version": v["task_version"] + 1})),
         {("step_property", "authorization_is_fixed")}, 3,
         marks=pytest.mark.rule("Q23"), id="authorization-follows-task"),
+    pytest.param(
+        "platform_runs_confirmed_sql",
+        # the worker sends other SQL than the confirmed draft: prefix, submit_answered
+        mutate(trigger("submit_answered"), effect(
+            "platform := running; payload := altered",
+            lambda v, p: {"platform": q.P_RUNNING, "payload": q.PAYLOAD_ALTERED})),
+        {("invariant", "platform_runs_confirmed_sql")}, 5,
+        marks=pytest.mark.rule("Q18"), id="altered-payload"),
+    pytest.param(
+        "result_is_platforms",
+        # a success recorded with a result of its own: prefix, submit_answered,
+        # platform_succeeds, lookup_succeeded
+        mutate(trigger("lookup_succeeded"), effect("result := other",
+                                                   lambda v, p: {"result": q.RESULT_OTHER})),
+        {("invariant", "result_is_platforms")}, 7,
+        marks=pytest.mark.rule("Q25"), id="result-not-the-platforms"),
+    pytest.param(
+        "notice_keeps_budget_clock",
+        # the notification of a rejection takes another clock: prefix, submit_rejected
+        mutate(trigger("submit_rejected"), effect(
+            "platform := rejected; notice := other",
+            lambda v, p: {"platform": q.P_REJECTED, "notice": q.NOTICE_OTHER})),
+        {("invariant", "notice_keeps_budget_clock")}, 5,
+        marks=pytest.mark.rule("M2"), id="notice-with-another-clock"),
+    pytest.param(
+        "status_withholds_result",
+        # the confirming message's status reply shows the result: prefix, submit_answered,
+        # platform_succeeds, lookup_succeeded
+        mutate(trigger("lookup_succeeded"), effect(
+            "result := platform; status_reply := shown",
+            lambda v, p: {"result": q.RESULT_PLATFORM, "status_reply": q.REPLY_SHOWN})),
+        {("invariant", "status_withholds_result")}, 7,
+        marks=pytest.mark.rule("Q26"), id="status-shows-result"),
+    pytest.param(
+        "message_keeps_clock",
+        # a redelivery takes the recovery day's clock: message_redelivered from drafted
+        mutate(trigger("message_redelivered"), effect(
+            "message_clock := other", lambda v, p: {"message_clock": q.CLOCK_OTHER})),
+        {("invariant", "message_keeps_clock")}, 1,
+        marks=pytest.mark.rule("M1"), id="redelivery-new-clock"),
+    pytest.param(
+        "rerun_is_new_query",
+        # a deliberate rerun deduplicated by SQL: check_passed, rerun
+        mutate(trigger("rerun"), effect("reruns := same_id",
+                                        lambda v, p: {"reruns": q.RERUN_SAME})),
+        {("invariant", "rerun_is_new_query")}, 2,
+        marks=pytest.mark.rule("Q2"), id="rerun-same-id"),
 ]
 
 

@@ -25,7 +25,7 @@ from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
 from settled.conformance._suites import Suite, query_suite
-from settled.conformance.mutants import Mutant, all_mutants
+from settled.conformance.mutants import Mutant, all_mutants, rule_coverage
 from settled.conformance.mutants.query import MUTANTS
 from settled.model import RULES
 
@@ -94,6 +94,25 @@ def test_each_mutant_is_killed_with_a_counterexample_that_replays(mutant: Mutant
     assert _replay(query_suite(), record.steps) is None, record.failure
 
 
+def test_rule_coverage_divides_by_the_breakable_rules_and_names_the_rest() -> None:
+    full = rule_coverage()
+    assert set(full.covered) | set(full.missing) | set(full.excluded) == set(RULES)
+    assert not set(full.covered) & set(full.excluded)
+    assert all(reason for reason in full.excluded.values())
+    assert full.total == len(RULES) - len(full.excluded)
+    assert {m.rule for m in all_mutants()} - set(full.excluded) == set(full.covered)
+
+
+def test_rule_coverage_can_fall_short() -> None:
+    """With one mutant, every other breakable rule is reported as without a mutant."""
+    one = rule_coverage(MUTANTS[:1])
+    assert one.covered == (MUTANTS[0].rule,)
+    assert len(one.missing) == one.total - 1
+    figures = one.to_json()
+    assert figures["rules_with_mutants"] == 1
+    assert figures["rules_ratio"] == round(1 / one.total, 3)
+
+
 # --------------------------------------------------------------------------- the runner
 def test_an_unknown_mutant_name_is_refused_naming_the_catalogue() -> None:
     with pytest.raises(ValueError, match=r"no mutant named 'Q99-nothing'.*Q14-lost-response"):
@@ -148,7 +167,11 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
                                       "--only", "T2-condition-update-keeps-drafts"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert set(report) == {"mutants", "killed", "total", "baseline_passed"}
+    assert set(report) == {"mutants", "killed", "total", "baseline_passed",
+                           "rules_with_mutants", "rules_total", "rules_ratio",
+                           "rules_total_divides_by", "rules_without_mutants", "rules_excluded"}
+    # Rule coverage is the whole catalogue's, not the one mutant this run chose.
+    assert report["rules_with_mutants"] == len(rule_coverage().covered) > 1
     [mutant] = report["mutants"]
     assert set(mutant) == {"name", "rule", "killed", "seconds", "steps"}
     assert mutant["name"] == "T2-condition-update-keeps-drafts" and mutant["rule"] == "T2"

@@ -147,6 +147,60 @@ def test_reject_fault_is_an_explicit_rejection_that_stores_nothing(
     assert platform.executions("q1") == 0
 
 
+@pytest.mark.rule("Q14")
+@pytest.mark.parametrize(("before", "after", "kind"), [
+    (Fault.UNDELIVERED, Fault.LOST_RESPONSE, "timeout"),
+    (Fault.RESET_BEFORE, Fault.RESET_AFTER, "reset"),
+])
+def test_every_fault_kind_reads_the_same_stored_or_not(
+    tmp_path: Path, before: Fault, after: Fault, kind: str,
+) -> None:
+    stored, unstored = SyntheticPlatform(tmp_path / "a"), SyntheticPlatform(tmp_path / "b")
+    stored.inject(after)
+    unstored.inject(before)
+    seen_after = unavailable_text(lambda: stored.submit("q1", APP_MONTHLY_SQL))
+    seen_before = unavailable_text(lambda: unstored.submit("q1", APP_MONTHLY_SQL))
+    assert seen_after == seen_before
+    assert stored.status("q1") is RUNNING and unstored.status("q1") is None
+    with pytest.raises(PlatformUnavailable) as caught:
+        stored.inject(after)
+        stored.submit("q1", APP_MONTHLY_SQL)
+    assert caught.value.kind == kind
+
+
+@pytest.mark.rule("Q14")
+@pytest.mark.parametrize(("fault", "kind", "stored"), [
+    (Fault.MALFORMED, "malformed", True),
+    (Fault.ERROR, "error", False),
+    (Fault.BUSY, "busy", False),
+])
+def test_malformed_error_and_busy_answers_say_nothing_about_the_submission(
+    platform: SyntheticPlatform, fault: Fault, kind: str, stored: bool,
+) -> None:
+    platform.inject(fault)
+    with pytest.raises(PlatformUnavailable, match="may or may not have stored it") as caught:
+        platform.submit("q1", APP_MONTHLY_SQL)
+    assert caught.value.kind == kind
+    assert (platform.status("q1") is RUNNING) == stored
+    assert platform.pending_faults() == {}
+
+
+@pytest.mark.rule("Q15")
+@pytest.mark.parametrize(("fault", "kind"), [
+    (Fault.LOOKUP_TIMEOUT, "timeout"), (Fault.RESET_BEFORE, "reset"), (Fault.RESET_AFTER, "reset"),
+    (Fault.MALFORMED, "malformed"), (Fault.ERROR, "error"), (Fault.BUSY, "busy"),
+])
+def test_every_lookup_fault_learns_nothing(tmp_path: Path, fault: Fault, kind: str) -> None:
+    platform = SyntheticPlatform(tmp_path, auto_complete_after_polls=1)
+    platform.submit("q1", APP_MONTHLY_SQL)
+    platform.inject(fault)
+    with pytest.raises(PlatformUnavailable, match="stays unknown") as caught:
+        platform.lookup("q1")
+    assert caught.value.kind == kind
+    assert platform.executions("q1") == 0  # not a poll
+    assert platform.lookup("q1").status is SUCCEEDED
+
+
 # --- lookup ---------------------------------------------------------------------------------
 
 

@@ -45,7 +45,7 @@ def refused(o: Oracle, trigger: str, **params) -> IllegalTransition:
 @pytest.mark.rule("Q15")
 def test_lost_response_is_unknown_until_a_lookup_finds_it():
     o = submitting()
-    assert o.fire("submit_response_lost", worker=0).state == S.UNKNOWN
+    assert o.fire("submit_response_lost", worker=0, fault="timeout").state == S.UNKNOWN
     assert var(o, "platform") == "running"
     o.fire("platform_succeeds")
     assert o.fire("lookup_succeeded", worker=0).state == S.SUCCEEDED
@@ -54,7 +54,7 @@ def test_lost_response_is_unknown_until_a_lookup_finds_it():
 @pytest.mark.rule("Q14")
 def test_lost_response_is_never_failed():
     o = submitting()
-    o.fire("submit_response_lost", worker=0)
+    o.fire("submit_response_lost", worker=0, fault="timeout")
     err = refused(o, "lookup_failed", worker=0)
     assert "platform_failed" in str(err)
 
@@ -62,16 +62,16 @@ def test_lost_response_is_never_failed():
 @pytest.mark.rule("Q15")
 def test_lookup_timeout_stays_unknown():
     o = submitting()
-    o.fire("submit_undelivered", worker=0)
-    assert o.fire("lookup_timeout", worker=0).state == S.UNKNOWN
+    o.fire("submit_undelivered", worker=0, fault="timeout")
+    assert o.fire("lookup_timeout", worker=0, fault="timeout").state == S.UNKNOWN
     assert var(o, "submissions") == 1
 
 
 @pytest.mark.rule("Q15")
 def test_lookup_timeout_never_resubmits():
     o = submitting()
-    o.fire("submit_undelivered", worker=0)
-    o.fire("lookup_timeout", worker=0)
+    o.fire("submit_undelivered", worker=0, fault="timeout")
+    o.fire("lookup_timeout", worker=0, fault="timeout")
     err = refused(o, "resubmit", worker=0)
     assert "no 'resubmit' transition leaves state 'submission_unknown'" in str(err)
 
@@ -81,11 +81,11 @@ def test_lookup_timeout_never_resubmits():
 def test_not_found_allows_resubmission_and_a_fourth_is_refused():
     o = submitting()
     for attempt in (1, 2):
-        o.fire("submit_undelivered", worker=0)
+        o.fire("submit_undelivered", worker=0, fault="timeout")
         o.fire("lookup_not_found", worker=0)
         assert o.fire("resubmit", worker=0).state == S.SUBMITTING
         assert var(o, "submissions") == attempt + 1
-    o.fire("submit_undelivered", worker=0)
+    o.fire("submit_undelivered", worker=0, fault="timeout")
     o.fire("lookup_not_found", worker=0)
     # The same trigger now settles as exhausted: there is no fourth submission.
     assert o.fire("resubmit", worker=0).state == S.EXHAUSTED
@@ -96,7 +96,7 @@ def test_not_found_allows_resubmission_and_a_fourth_is_refused():
 @pytest.mark.rule("Q16")
 def test_not_found_with_a_cancel_request_does_not_resubmit():
     o = submitting()
-    o.fire("submit_undelivered", worker=0)
+    o.fire("submit_undelivered", worker=0, fault="timeout")
     o.fire("cancel")
     o.fire("lookup_not_found", worker=0)
     err = refused(o, "resubmit", worker=0)
@@ -257,5 +257,40 @@ def test_an_unknown_trigger_is_named():
 
 def test_the_oracle_and_the_table_agree_on_a_story():
     o = submitting()
-    config = QUERY.fire(o.config, "submit_response_lost", {"worker": 0}).after
-    assert o.fire("submit_response_lost", worker=0) == config
+    config = QUERY.fire(o.config, "submit_response_lost", {"worker": 0, "fault": "timeout"}).after
+    assert o.fire("submit_response_lost", worker=0, fault="timeout") == config
+
+
+@pytest.mark.rule("Q5")
+def test_a_quote_padded_with_whitespace_authorizes_one_in_another_case_does_not():
+    o = Oracle(QUERY)
+    o.fire("check_passed")
+    info = refused(o, "confirm", **{**WHOLE, "quote": "recased"})
+    assert [g.name for g in info.failed_guards] == ["quote_whole"]
+    assert o.fire("confirm", **{**WHOLE, "quote": "padded"}).state == S.QUEUED
+
+
+@pytest.mark.rule("Q2")
+@pytest.mark.rule("M1")
+@pytest.mark.rule("Q22")
+def test_a_rerun_a_redelivery_and_a_stopped_run_leave_the_query_as_it_was():
+    o = queued()
+    before = o.config
+    for trigger in ("rerun", "message_redelivered", "run_stopped"):
+        o.fire(trigger)
+        assert o.config == before
+
+
+@pytest.mark.rule("Q18")
+@pytest.mark.rule("M2")
+@pytest.mark.rule("Q26")
+def test_content_follows_the_platform_the_budget_message_and_the_status_rule():
+    o = submitting()
+    assert var(o, "payload") == "none"
+    o.fire("submit_answered", worker=0)
+    assert var(o, "payload") == "confirmed"
+    o.fire("platform_succeeds")
+    assert (var(o, "result"), var(o, "notice"), var(o, "status_reply")) == ("none",) * 3
+    o.fire("lookup_succeeded", worker=0)
+    assert (var(o, "result"), var(o, "notice"), var(o, "status_reply")) == (
+        "platform", "source", "withheld")

@@ -28,7 +28,8 @@ def story() -> list[dict]:
              ("claim", {"worker": "w-a"}, "queued", "queued", {"lease_epoch": 1}),
              ("begin_submit", {"worker": "w-a"}, "queued", "submitting",
               {"submissions": 1, "submit_epoch": 1}),
-             ("submit_unanswered", {"worker": "w-a"}, "submitting", "submission_unknown", {}),
+             ("submit_unanswered", {"worker": "w-a", "fault": "timeout"}, "submitting",
+              "submission_unknown", {}),
              ("lookup_running", {"worker": "w-a"}, "submission_unknown", "running", {}),
              ("lookup_succeeded", {"worker": "w-a"}, "running", "succeeded", {"phase_moved": True})]
     out = []

@@ -350,6 +350,28 @@ def test_an_undelivered_request_is_resubmitted_under_the_same_id_after_not_found
     assert_conforms(store)
 
 
+@pytest.mark.rule("Q14")
+@pytest.mark.rule("Q15")
+@pytest.mark.parametrize(("submit_fault", "lookup_fault", "kinds"), [
+    (Fault.RESET_AFTER, Fault.BUSY, ("reset", "busy")),
+    (Fault.MALFORMED, Fault.ERROR, ("malformed", "error")),
+    (Fault.BUSY, Fault.RESET_BEFORE, ("busy", "reset")),
+])
+def test_every_fault_kind_is_unknown_and_logged_as_what_the_worker_met(
+        store: QueryStore, platform: SyntheticPlatform, worker: Worker, task_id: str,
+        submit_fault: Fault, lookup_fault: Fault, kinds: tuple[str, str]) -> None:
+    qid = queued(store, task_id).query_id
+    platform.inject(submit_fault)
+    assert submitted(worker, qid) is S.UNKNOWN
+    platform.inject(lookup_fault)
+    assert worker.lookup(qid) is S.UNKNOWN
+    events = store.events(qid)[-2:]
+    assert [(e["trigger"], e["params"].get("fault")) for e in events] == [
+        ("submit_unanswered", kinds[0]), ("lookup_timeout", kinds[1])]
+    assert store.query(qid).submissions == 1
+    assert_conforms(store)
+
+
 @pytest.mark.rule("Q15")
 def test_a_lookup_timeout_proves_nothing_and_never_resubmits(
         store: QueryStore, platform: SyntheticPlatform, worker: Worker, task_id: str) -> None:

@@ -38,4 +38,44 @@ def all_mutants() -> list[Mutant]:
     return found
 
 
-__all__ = ["Mutant", "all_mutants"]
+# Rules of PROTOCOL.md that no implementation in this repository can break, with why. The
+# rule-coverage figure divides by the other rules: a mutant needs code to break. Every rule
+# has an implementation here today (the tool-call ledger included), so none is excluded.
+UNBREAKABLE: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class RuleCoverage:
+    """Which breakable rules the catalogue has at least one mutant for."""
+
+    covered: tuple[str, ...]  # breakable rules some mutant is named after
+    missing: tuple[str, ...]  # breakable rules no mutant is named after
+    excluded: dict[str, str]  # rule -> why no implementation here can break it
+
+    @property
+    def total(self) -> int:
+        return len(self.covered) + len(self.missing)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rules_with_mutants": len(self.covered), "rules_total": self.total,
+            "rules_ratio": round(len(self.covered) / self.total, 3) if self.total else None,
+            "rules_total_divides_by": "rules of docs/PROTOCOL.md that an implementation in this "
+                                      "repository can break (every rule minus rules_excluded)",
+            "rules_without_mutants": list(self.missing),
+            "rules_excluded": dict(self.excluded),
+        }
+
+
+def rule_coverage(mutants: list[Mutant] | None = None) -> RuleCoverage:
+    """The catalogue's (or ``mutants``') coverage of the breakable rules of PROTOCOL.md."""
+    from settled.model import RULES
+    from settled.model._core import rule_sort_key
+
+    named = {m.rule for m in (all_mutants() if mutants is None else mutants)}
+    breakable = sorted((r for r in RULES if r not in UNBREAKABLE), key=rule_sort_key)
+    return RuleCoverage(tuple(r for r in breakable if r in named),
+                        tuple(r for r in breakable if r not in named), dict(UNBREAKABLE))
+
+
+__all__ = ["UNBREAKABLE", "Mutant", "RuleCoverage", "all_mutants", "rule_coverage"]

@@ -11,6 +11,7 @@ adapter that drives it. None of them is reachable from ``impl/``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
@@ -186,6 +187,250 @@ class A5RetryAfterAbsent(ApprovalRuntime):
         return self._attempts(call, retries_allowed=True)
 
 
+# -- W8: retention that forgets the in-flight tokens --------------------------------------------
+class W8PurgeForgetsInFlight(ApprovalRuntime):
+    """Purges every old record by age alone, in-flight calls included.
+
+    "Records older than the approval window are dead": but a call that committed and then
+    crashed before its result checkpoint still needs its record to be found, or recovery
+    sees ``absent`` and runs it again.
+    """
+
+    def purge_idempotency_records(self, older_than_seconds: float) -> int:
+        return self._business.purge_idempotency_records(older_than_seconds)  # the bug
+
+
+# -- W7: an already submitted draft ordered again ----------------------------------------------
+class W7DraftOrderedAgain(BusinessStore):
+    """A draft already submitted is ordered again when the token is new.
+
+    De-duplication is left to the token ("a new token is a new request", W4), so a user
+    who submits the same draft twice, under two tokens, gets two orders.
+    """
+
+    def create_order(self, client_token: str, args: Mapping[str, Any]) -> Any:
+        draft = args.get("draft_id")
+        if draft is not None and self._conn.execute(
+                "SELECT 1 FROM orders WHERE draft_id = ?", (draft,)).fetchone() is not None:
+            args = {**args, "draft_id": None}  # the bug: the draft is not looked at
+        return super().create_order(client_token, args)
+
+
+# -- W2: a replayed token applied again ---------------------------------------------------------
+class W2ReplayAppliesAgain(BusinessStore):
+    """Applies every call, then records its token, replacing an earlier record of it.
+
+    "The record is a log of the last result": a retry of a committed call under the same
+    token changes the business data a second time.
+    """
+
+    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
+        self._hook("handler_entered")
+        token = check_token(client_token)
+        normalized = normalize(tool, args)
+        wanted = fingerprint(tool, normalized)
+        with write(self._conn) as conn:
+            now = self._now()
+            result = _APPLIERS[tool](conn, normalized, now)  # the bug: no look at the record
+            conn.execute("DELETE FROM mutation_requests WHERE client_token = ?", (token,))
+            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            self._hook("before_commit")
+        self._hook("after_commit")
+        return stored
+
+
+class _W2Runtime(ApprovalRuntime):
+    _business: BusinessStore
+
+    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
+                 **kwargs: Any) -> None:
+        super().__init__(checkpoint_path, business_path, **kwargs)
+        self._business.close()
+        self._business = W2ReplayAppliesAgain.open(business_path, hook=self._business_hook)
+
+
+# -- A7: cancel as a rollback of a started call -------------------------------------------------
+class A7CancelSettlesStartedCall(ApprovalRuntime):
+    """Cancels a call that may have started as if it had not: ``cancelled``, no verification.
+
+    "Cancel means the user does not want it": a write whose outcome is unknown, or that
+    committed, is reported cancelled although the business store may hold its change.
+    """
+
+    def cancel(self, call_id: str) -> Call:
+        call = self.get(call_id)
+        if call.state not in (State.EXECUTING, State.RECOVERING, State.UNKNOWN):
+            return super().cancel(call_id)
+        with self._locked(call_id, "cancel") as call:
+            return self._update(call, "cancel", frozenset({call.state}), State.CANCELLED)
+
+
+# -- R1: a restart drops approvals never shown --------------------------------------------------
+class R1RestartExpiresUnshown(ApprovalRuntime):
+    """On start, expires every pending approval that was never shown.
+
+    "If the user never saw it, nobody is waiting for it": a crash between the approval
+    checkpoint and its display loses the pending call instead of showing it after restart.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        with write(self.checkpoints.connection) as conn:
+            conn.execute("UPDATE calls SET state = ? WHERE state = ? AND shown = 0",
+                         (State.EXPIRED.value, State.PENDING.value))
+
+
+# -- R2: an expired approval still reaches the handler ------------------------------------------
+class R2ExpiredApprovalApproves(ApprovalRuntime):
+    """Approves a shown call whatever the clock says once the runtime restarted.
+
+    The deadline is only enforced by the process that showed the request ("a restarted
+    runtime cannot know how long the person looked"): an approval after the deadline is
+    accepted and the handler runs.
+    """
+
+    def approve(self, call_id: str) -> Call:
+        with self._locked(call_id, "approve") as call:
+            self._require(call, "approve", frozenset({State.PENDING}))
+            if not call.shown:
+                return super().approve(call_id)
+            return self._update(call, "approve", frozenset({State.PENDING}), State.APPROVED)
+
+
+# -- W1: the record without the tool's name --------------------------------------------------
+class W1RecordWithoutToolName(BusinessStore):
+    """Records every write under the generic tool name ``write``.
+
+    "The token is the key, the tool column is informational": but a lookup asks for the
+    token AND the tool, so a committed call is reported as a conflict, never found.
+    """
+
+    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
+        self._hook("handler_entered")
+        token = check_token(client_token)
+        normalized = normalize(tool, args)
+        wanted = fingerprint(tool, normalized)
+        with write(self._conn) as conn:
+            row = conn.execute("SELECT args_fingerprint, result FROM mutation_requests WHERE "
+                               "client_token = ?", (token,)).fetchone()
+            if row is not None and row["args_fingerprint"] == wanted:
+                return json.loads(row["result"])
+            now = self._now()
+            result = _APPLIERS[tool](conn, normalized, now)
+            stored = _record(conn, token, ("write", normalized, wanted), result, now)  # the bug
+            self._hook("before_commit")
+        self._hook("after_commit")
+        return stored
+
+
+class _W1Runtime(ApprovalRuntime):
+    _business: BusinessStore
+
+    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
+                 **kwargs: Any) -> None:
+        super().__init__(checkpoint_path, business_path, **kwargs)
+        self._business.close()
+        self._business = W1RecordWithoutToolName.open(business_path, hook=self._business_hook)
+
+
+# -- R4: the change commits before the runtime's commit point ----------------------------------
+class R4ChangeCommittedEarly(BusinessStore):
+    """Commits the change and its record, then reaches the point the runtime calls pre-commit.
+
+    The before-commit hook sits after the ``with`` block ("once everything is written"), so
+    a crash in the window the runtime believes is before the commit leaves a committed change.
+    """
+
+    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
+        self._hook("handler_entered")
+        token = check_token(client_token)
+        normalized = normalize(tool, args)
+        wanted = fingerprint(tool, normalized)
+        with write(self._conn) as conn:
+            first = self._first_result(conn, token, tool, wanted)
+            if first is not None:
+                return first
+            now = self._now()
+            result = _APPLIERS[tool](conn, normalized, now)
+            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+        self._hook("before_commit")  # the bug: already committed
+        self._hook("after_commit")
+        return stored
+
+
+class _R4Runtime(ApprovalRuntime):
+    _business: BusinessStore
+
+    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
+                 **kwargs: Any) -> None:
+        super().__init__(checkpoint_path, business_path, **kwargs)
+        self._business.close()
+        self._business = R4ChangeCommittedEarly.open(business_path, hook=self._business_hook)
+
+
+# -- A6: the handler is never entered twice ------------------------------------------------------
+class A6NeverEntersHandlerTwice(ApprovalRuntime):
+    """After ``absent`` the call is handed to a person instead of re-run.
+
+    "Never run a handler twice": but the handler entered before the crash committed
+    nothing, and the one re-run with the original token is what yields the one commit.
+    """
+
+    def _absent(self, call: Call) -> Call:
+        if call.cancel_requested or call.rerun_used:
+            return super()._absent(call)
+        return self._update(call, "lookup_absent", _RECOVERING, State.UNKNOWN,  # the bug
+                            error="the handler was entered before; not entering it again")
+
+
+# -- R5: recovery re-runs a possibly committed call without a lookup ----------------------------
+class R5RecoveryRerunsWithoutLookup(ApprovalRuntime):
+    """After a restart in ``executing`` re-runs the handler with the original token at once.
+
+    "The token makes it idempotent, so just run it again": the handler is entered again
+    for a call that committed, and the stored first result comes back through a re-run
+    that recovery was meant to spare (and that used up the one re-run).
+    """
+
+    def _resume(self, call: Call) -> Call:
+        if call.state is not State.EXECUTING:
+            return super()._resume(call)
+        call = self._update(call, "restart_while_executing", frozenset({State.EXECUTING}),
+                            State.RECOVERING)
+        if not self._compatible(call) or call.rerun_used or call.cancel_requested:
+            return self._lookup_and_act(call)
+        call = self._update(call, "lookup_absent", _RECOVERING, State.EXECUTING,  # the bug
+                            rerun_used=True)
+        return self._attempts(call, retries_allowed=False)
+
+
+# -- L5: recovery that trusts the current contract ---------------------------------------------
+class L5RecoveryIgnoresContractChange(ApprovalRuntime):
+    """Recovers a call under the tool's current contract without comparing fingerprints.
+
+    "The tool is the same tool": after an upgrade, recovery looks the token up and even
+    re-runs the call with arguments checkpointed for the old contract, instead of stopping
+    at unknown for a person to reconcile.
+    """
+
+    def _compatible(self, call: Call) -> bool:
+        return call.tool in self._tools  # the bug: the fingerprint is not compared
+
+
+# -- R6: a restart after the result checkpoint runs the call again -------------------------------
+class R6RestartRefreshesResult(ApprovalRuntime):
+    """After a restart, re-runs a checkpointed call under a fresh token to refresh its result.
+
+    "The result may be stale after a crash": the business change is made a second time
+    before the answer that only had to be sent.
+    """
+
+    def _resume(self, call: Call) -> Call:
+        if call.state is State.RESULT_CHECKPOINTED:
+            self._business.execute(call.tool, f"refresh-{uuid.uuid4().hex}", call.args)
+        return super()._resume(call)
+
+
 def _adapter(name: str, **attributes: Any) -> type[ApprovalAdapter]:
     return type(name, (ApprovalAdapter,), attributes)
 
@@ -215,4 +460,40 @@ MUTANTS: list[Mutant] = [
     Mutant("A5-automatic-retry-after-absent", "A5", "approval",
            "the re-run after absent goes out with automatic retries on",
            _adapter("A5Adapter", runtime_class=A5RetryAfterAbsent)),
+    Mutant("W8-purge-forgets-in-flight-tokens", "W8", "approval",
+           "retention deletes records by age alone, the tokens of calls still in flight too",
+           _adapter("W8Adapter", runtime_class=W8PurgeForgetsInFlight)),
+    Mutant("W7-submitted-draft-ordered-again", "W7", "approval",
+           "an already submitted draft under a new token becomes a second order",
+           _adapter("W7Adapter", business_class=W7DraftOrderedAgain)),
+    Mutant("W2-replayed-token-applied-again", "W2", "approval",
+           "a retry under the same token changes the business data again",
+           _adapter("W2Adapter", runtime_class=_W2Runtime, business_class=W2ReplayAppliesAgain)),
+    Mutant("A7-cancel-settles-a-started-call", "A7", "approval",
+           "a cancel of a call that may have committed reports it cancelled",
+           _adapter("A7Adapter", runtime_class=A7CancelSettlesStartedCall)),
+    Mutant("R1-restart-expires-unshown-approvals", "R1", "approval",
+           "a restart expires the pending approvals that were never shown",
+           _adapter("R1Adapter", runtime_class=R1RestartExpiresUnshown)),
+    Mutant("R2-expired-approval-reaches-handler", "R2", "approval",
+           "an approval after the deadline is accepted and the handler runs",
+           _adapter("R2Adapter", runtime_class=R2ExpiredApprovalApproves)),
+    Mutant("W1-record-without-tool-name", "W1", "approval",
+           "the token record names every write 'write', so a lookup by token and tool misses it",
+           _adapter("W1Adapter", runtime_class=_W1Runtime)),
+    Mutant("R4-change-committed-before-the-commit-point", "R4", "approval",
+           "the change commits before the point the runtime treats as pre-commit",
+           _adapter("R4Adapter", runtime_class=_R4Runtime)),
+    Mutant("A6-handler-never-entered-twice", "A6", "approval",
+           "after absent the call goes to a person instead of the one re-run",
+           _adapter("A6Adapter", runtime_class=A6NeverEntersHandlerTwice)),
+    Mutant("R5-recovery-reruns-without-lookup", "R5", "approval",
+           "a restart in executing re-runs the handler at once instead of looking the token up",
+           _adapter("R5Adapter", runtime_class=R5RecoveryRerunsWithoutLookup)),
+    Mutant("L5-recovery-ignores-the-contract-change", "L5", "approval",
+           "recovery looks up and re-runs a call whose tool contract changed",
+           _adapter("L5Adapter", runtime_class=L5RecoveryIgnoresContractChange)),
+    Mutant("R6-restart-reruns-checkpointed-call", "R6", "approval",
+           "a restart after the result checkpoint runs the call again under a fresh token",
+           _adapter("R6Adapter", runtime_class=R6RestartRefreshesResult)),
 ]

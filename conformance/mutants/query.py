@@ -17,20 +17,27 @@ The kit must kill every one of them; ``settled mutants`` and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import sqlite3
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, cast
 
 from settled.impl._db import write
-from settled.impl._errors import NotAllowed, PlatformUnavailable
+from settled.impl._errors import MessagePending, NotAllowed, PlatformUnavailable
 from settled.impl._events import apply_step
 from settled.impl._platform import PlatformStatus, SubmitAnswer
 from settled.impl._store import (
     CONFIRM_PARAMS,
+    Message,
     Query,
+    QueryStatus,
     QueryStore,
+    Task,
     _check_message,
     _check_versions,
+    iso,
     message_row,
     query_row,
     require_id,
@@ -73,13 +80,13 @@ class LostResponseIsFailed(Worker):
     """
 
     def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
-              updates: Mapping[str, Any] | None = None) -> S:
+              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
         # Hooked where the outcome is recorded: the same effect as the buggy
         # except branch in call_submit, without copying the whole call.
         if trigger == "submit_unanswered":
             return self._settle(conn, row, "submit_rejected", S.FAILED,
                                 error="the platform did not answer the submission")
-        return super()._step(conn, row, trigger, to_state, updates)
+        return super()._step(conn, row, trigger, to_state, updates, fault)
 
 
 class RetryUnderNewId(Worker):
@@ -100,15 +107,16 @@ class RetryUnderNewId(Worker):
         attempt = row["submissions"] - 1
         platform_id = query_id if attempt == 0 else f"{query_id}-retry{attempt}"  # the bug
         answer: SubmitAnswer | None
+        fault = None
         try:
             answer = self.platform.submit(platform_id, row["sql"])
-        except PlatformUnavailable:
-            answer = None
+        except PlatformUnavailable as exc:
+            answer, fault = None, exc.kind
         self._crash.hit("after_platform_stored")
         with self._fenced(query_id) as (conn, row):
             self._require(row, "call_submit", S.SUBMITTING)
             if answer is None:
-                state = self._step(conn, row, "submit_unanswered", S.UNKNOWN)
+                state = self._step(conn, row, "submit_unanswered", S.UNKNOWN, fault=fault)
             elif answer.accepted:
                 state = self._step(conn, row, "submit_answered", S.RUNNING)
             else:
@@ -126,11 +134,11 @@ class LookupTimeoutIsNotFound(Worker):
     """
 
     def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
-              updates: Mapping[str, Any] | None = None) -> S:
+              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
         # Hooked where the outcome is recorded, as above: lookup() itself is unchanged.
         if trigger == "lookup_timeout":
             return super()._step(conn, row, "lookup_not_found", S.NOT_FOUND, updates)
-        return super()._step(conn, row, trigger, to_state, updates)
+        return super()._step(conn, row, trigger, to_state, updates, fault)
 
 
 class FourthSubmission(Worker):
@@ -360,6 +368,333 @@ class ConditionUpdateKeepsDrafts(QueryStore):
                            from_state=state, to_state=state, at=now)
 
 
+class RerunDeduplicatedBySql(QueryStore):
+    """Q2 broken: asking for the same SQL again returns the task's existing query.
+
+    How it gets written: "de-duplicate drafts so a double click does not make
+    two": request_query looks for a draft or live query of the task with the
+    same SQL and hands it back. A deliberate rerun then never gets its own
+    record or id.
+    """
+
+    def request_query(self, task_id: str, sql: str, replaces_query_id: str | None = None) -> Query:
+        if replaces_query_id is None:
+            states = tuple(s.value for s in (S.AWAITING, *LIVE))
+            row = self._conn.execute(
+                f"SELECT query_id FROM queries WHERE task_id = ? AND sql = ? AND execution_state "
+                f"IN ({', '.join('?' * len(states))}) ORDER BY created_at LIMIT 1",
+                (task_id, sql, *states)).fetchone()
+            if row is not None:  # the bug: the same SQL is taken for the same query
+                return self.query(row["query_id"])
+        return super().request_query(task_id, sql, replaces_query_id)
+
+
+class StatusShowsResult(QueryStore):
+    """Q26 broken: the status tool gives the confirming message the result too.
+
+    How it gets written: "the status tool should be helpful": it always
+    includes the stored result, so the turn that confirmed the query reads
+    and interprets it, and the result notification interprets it again.
+    """
+
+    def status(self, query_id: str, message_id: str) -> QueryStatus:
+        answer = super().status(query_id, message_id)
+        if not answer.result_withheld:
+            return answer
+        stored = query_row(self._conn, query_id)["result_json"]
+        return dataclasses.replace(answer, result=json.loads(stored), result_withheld=False)
+
+
+class RedeliveryTakesNewClock(QueryStore):
+    """M1 broken: a redelivered message is stamped with the recovery's clock.
+
+    How it gets written: the receive path is an upsert that refreshes the
+    stored request clock ("keep the latest delivery's metadata"), so "last
+    month" in a message recovered on another day means another month.
+    """
+
+    def receive_message(self, session_id: str, user_id: str, text: str,
+                        clock: tuple[datetime, str], message_id: str | None = None,
+                        task_id: str | None = None) -> Message:
+        message = super().receive_message(session_id, user_id, text, clock, message_id, task_id)
+        if message_id is not None:
+            with write(self._conn) as conn:  # the bug: the delivery's clock overwrites the first
+                conn.execute("UPDATE messages SET request_clock_utc = ?, time_zone = ? "
+                             "WHERE message_id = ?", (iso(clock[0]), clock[1], message_id))
+        return self.message(message.message_id)
+
+
+class NotificationClockIsNow(Worker):
+    """M2 broken: a result notification is stamped with the time it is queued.
+
+    How it gets written: the notification is built like any new message,
+    with a fresh request clock, instead of inheriting the clock of the message
+    the query's budget came from; its dates then drift to the day the result
+    arrived.
+    """
+
+    @staticmethod
+    def _queue_in(conn: sqlite3.Connection, query_id: str, now: str) -> str | None:
+        made = Worker._queue_in(conn, query_id, now)
+        if made is not None:  # the bug: the clock of the moment it is queued
+            conn.execute("UPDATE notifications SET request_clock_utc = ? WHERE query_id = ?",
+                         (now, query_id))
+        return made
+
+
+class SqlTaggedBeforeSubmit(Worker):
+    """Q18 broken: the worker sends the platform other SQL than the user confirmed.
+
+    How it gets written: an audit tag is appended to every statement on its
+    way out ("so the platform's logs show who ran it"): the platform stores
+    and runs SQL the user never saw, and its fingerprint no longer matches
+    the confirmed payload.
+    """
+
+    def call_submit(self, query_id: str) -> S:
+        platform = self.platform
+        original = platform.submit
+
+        def tagged(qid: str, sql: str, fingerprint_extra: str = "") -> SubmitAnswer:
+            return original(qid, f"{sql} -- settled worker {self.name}", fingerprint_extra)
+
+        platform.submit = tagged  # type: ignore[method-assign,assignment]
+        try:
+            return super().call_submit(query_id)
+        finally:
+            del platform.submit
+
+
+class RejectionIsUnknown(Worker):
+    """Q17 broken: an explicit rejection is recorded as an unknown outcome.
+
+    How it gets written: every submit answer other than "accepted" goes down
+    the no-answer path ("we did not get it running"), so a query the
+    platform refused for good is looked up forever instead of ending failed.
+    """
+
+    def _settle(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S, *,
+                result: Mapping[str, Any] | None = None, error: str | None = None) -> S:
+        if trigger == "submit_rejected":
+            return self._step(conn, row, "submit_unanswered", S.UNKNOWN, fault="error")
+        return super()._settle(conn, row, trigger, to_state, result=result, error=error)
+
+
+class WorkerClearsCancelIntent(Worker):
+    """Q19 broken: the worker rewrites the cancel intent along with the execution state.
+
+    How it gets written: the row is updated from the platform's answer as a
+    whole ("running, nothing pending"), so a cancel request recorded while
+    the query ran is wiped by the next lookup and never reaches the platform.
+    """
+
+    def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
+              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
+        if trigger in ("lookup_running", "lookup_timeout", "submit_answered"):
+            updates = {**(updates or {}), "cancel_state": "none"}  # the bug
+        return super()._step(conn, row, trigger, to_state, updates, fault)
+
+
+class QueuedCancelOnlyRequested(QueryStore):
+    """Q20 broken: a queued, never submitted query is only marked for cancelling.
+
+    How it gets written: one cancel path for every authorized query ("record
+    the request, the worker will stop it"): a query nothing was sent for
+    stays queued, and a worker still submits it.
+    """
+
+    def cancel(self, query_id: str) -> Query:
+        if self.query(query_id).state is not S.QUEUED:
+            return super().cancel(query_id)
+        with write(self._conn) as conn:
+            apply_step(conn, query_id, trigger="cancel", params={}, from_state=S.QUEUED,
+                       to_state=S.QUEUED, at=self._now(), updates={"cancel_state": "requested"})
+        return self.query(query_id)
+
+
+class FailedCheckAwaits(QueryStore):
+    """Q3 broken: a draft whose check failed still waits for confirmation.
+
+    How it gets written: the draft is saved as awaiting confirmation first and
+    the check's verdict only stored beside it ("the user can decide"), so SQL
+    the platform refused can be confirmed.
+    """
+
+    def request_query(self, task_id: str, sql: str, replaces_query_id: str | None = None) -> Query:
+        query = super().request_query(task_id, sql, replaces_query_id)
+        if query.state is S.CHECK_FAILED:
+            with write(self._conn) as conn:
+                conn.execute("UPDATE queries SET execution_state = ? WHERE query_id = ?",
+                             (S.AWAITING.value, query.query_id))
+        return self.query(query.query_id)
+
+
+class DraftVersionNotChecked(QueryStore):
+    """Q4 broken: the confirm call checks the condition version but not the draft version.
+
+    How it gets written: "the conditions are what matters": the draft_version
+    the caller read is not compared, so a confirmation of an older draft
+    authorizes whatever the draft is now.
+    """
+
+    def confirm(self, query_id: str, draft_version: int, condition_version: int,
+                instruction_quote: str, message_id: str, run_id: str) -> Query:
+        current = self.query(query_id).draft_version  # the bug: the caller's version is ignored
+        return super().confirm(query_id, current, condition_version, instruction_quote,
+                               message_id, run_id)
+
+
+class PendingMessageIgnored(QueryStore):
+    """Q10 broken: an unattributed newer message does not block the first confirmation.
+
+    How it gets written: only the quoted message's attribution is checked
+    ("that is the one that authorizes"); a newer message that may change the
+    task ("wait, by day") is ignored and the old draft runs.
+    """
+
+    @staticmethod
+    def _confirmable(conn: sqlite3.Connection, query: sqlite3.Row,
+                     message: sqlite3.Row) -> sqlite3.Row:
+        qid = query["query_id"]
+        if message["attribution"] != "attributed" or message["task_id"] != query["task_id"]:
+            raise NotAllowed(f"cannot confirm query {qid!r} with message {message['message_id']!r}")
+        task = task_row(conn, query["task_id"])
+        if task["condition_version"] != query["condition_version"]:
+            raise NotAllowed(f"cannot confirm query {qid!r}: drafted at another condition version")
+        # the bug: no look at the session's other, unattributed messages
+        if not query["check_ok"] or query["cancel_state"] != "none" or query["submissions"]:
+            raise NotAllowed(f"cannot confirm query {qid!r}: not a pending, checked draft")
+        return task
+
+
+class AuthorizationFollowsTask(QueryStore):
+    """Q23 broken: a condition update re-stamps authorized queries with the new version.
+
+    How it gets written: "keep every query of the task at the task's
+    version": live queries get the new version too, so a late result counts
+    as current and the query seems authorized at conditions nobody confirmed.
+    """
+
+    @staticmethod
+    def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
+        QueryStore._log_condition_update(conn, task_id, now)
+        version = task_row(conn, task_id)["condition_version"]
+        states = tuple(s.value for s in LIVE)
+        conn.execute(f"UPDATE queries SET authorized_version = ? WHERE task_id = ? AND "
+                     f"execution_state IN ({', '.join('?' * len(states))})",
+                     (version, task_id, *states))
+
+
+class RevisionKeepsOldDraft(QueryStore):
+    """T3 broken: a SQL-only revision leaves the draft it replaces confirmable.
+
+    How it gets written: the new draft records ``replaces_query_id`` for the
+    history, but the old one is not superseded ("the user may want either"),
+    so two drafts of one request can both be confirmed.
+    """
+
+    def request_query(self, task_id: str, sql: str, replaces_query_id: str | None = None) -> Query:
+        query = super().request_query(task_id, sql, None)  # the bug: the link is dropped
+        if replaces_query_id is not None:
+            with write(self._conn) as conn:
+                conn.execute("UPDATE queries SET replaces_query_id = ? WHERE query_id = ?",
+                             (replaces_query_id, query.query_id))
+        return self.query(query.query_id)
+
+
+class BudgetAttributedLater(QueryStore):
+    """Q7 broken: the confirmation does not record its confirming message.
+
+    How it gets written: the confirm transaction records the authorization,
+    the budget and the queueing, and the confirming message's id is left to
+    "the status tool, when it is first asked", which never does it: the
+    status tool then cannot tell the confirming message from any other and
+    hands it the result to interpret (Q26 depends on Q7's one transaction).
+    """
+
+    def confirm(self, query_id: str, draft_version: int, condition_version: int,
+                instruction_quote: str, message_id: str, run_id: str) -> Query:
+        first = self.query(query_id).state is S.AWAITING
+        query = super().confirm(query_id, draft_version, condition_version, instruction_quote,
+                                message_id, run_id)
+        if first and query.state is S.QUEUED:
+            with write(self._conn) as conn:  # the bug: not part of the confirmation
+                conn.execute("UPDATE queries SET confirmation_message_id = NULL "
+                             "WHERE query_id = ?", (query_id,))
+        return self.query(query_id)
+
+
+class PendingCheckedAfterQueueing(PendingMessageIgnored):
+    """Q9 broken: an undecided newer message is noticed only after the query is queued.
+
+    How it gets written: the pending-message check runs after the confirm
+    transaction ("report message_pending to the caller"), so the caller is
+    told message_pending while the query is already queued at the old
+    conditions, and the newer message can no longer change what runs.
+    """
+
+    def confirm(self, query_id: str, draft_version: int, condition_version: int,
+                instruction_quote: str, message_id: str, run_id: str) -> Query:
+        query = super().confirm(query_id, draft_version, condition_version, instruction_quote,
+                                message_id, run_id)
+        pending = self._conn.execute(
+            "SELECT message_id FROM messages WHERE session_id = ? AND kind = 'user' AND "
+            "attribution = 'pending' AND message_id != ?", (query.session_id, message_id)).fetchone()
+        if pending is not None:  # the bug: too late, the query is queued
+            raise MessagePending(f"message {pending['message_id']!r} is not attributed yet (Q9)")
+        return query
+
+
+class StoppedRunCancels(QueryStore):
+    """Q22 broken: stopping the agent's run requests a cancel of the queries it authorized.
+
+    How it gets written: "the user stopped the run, so stop its work": the
+    end-of-run hook records a cancel request on every live query the run
+    confirmed, and the worker then cancels a query the user never cancelled.
+    """
+
+    def end_run(self, run_id: str) -> None:
+        super().end_run(run_id)
+        now = self._now()
+        with write(self._conn) as conn:
+            rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE "
+                                "confirmed_run_id = ? AND cancel_state = 'none'",
+                                (run_id,)).fetchall()
+            for row in rows:
+                state = S(row["execution_state"])
+                if state in LIVE and state is not S.QUEUED:  # the bug: a stop taken for a cancel
+                    apply_step(conn, row["query_id"], trigger="cancel", params={},
+                               from_state=state, to_state=state, at=now,
+                               updates={"cancel_state": "requested"})
+
+
+class VersionCountsEveryTask(QueryStore):
+    """T1 broken: the next condition version is counted over the session's tasks.
+
+    How it gets written: the count of ``task_conditions`` rows is joined to
+    the session instead of filtered by ``task_id``: the first update of a task
+    in a session with other tasks jumps its version, so version+1 is no longer what the update saves
+    and every reader holding the current version is told it is stale.
+    """
+
+    def update_conditions(self, task_id: str, expected_version: int,
+                          patch: Mapping[str, Any]) -> Task:
+        task = self.task(task_id)
+        if expected_version != task.condition_version:
+            return super().update_conditions(task_id, expected_version, patch)
+        with write(self._conn) as conn:
+            version = conn.execute(  # the bug: the session's rows, not the task's
+                "SELECT COUNT(*) FROM task_conditions JOIN tasks USING (task_id) "
+                "WHERE tasks.session_id = ?", (task.session_id,)).fetchone()[0] + 1
+            merged = {**task.conditions, **{k: v for k, v in patch.items() if v is not None}}
+            conn.execute("UPDATE tasks SET conditions = ?, condition_version = ? WHERE "
+                         "task_id = ?", (json.dumps(merged), version, task_id))
+            conn.execute("INSERT INTO task_conditions (task_id, version, conditions, created_at) "
+                         "VALUES (?, ?, ?, ?)", (task_id, version, json.dumps(merged), self._now()))
+            self._log_condition_update(conn, task_id, self._now())
+        return self.task(task_id)
+
+
 # --------------------------------------------------------------------------- the catalogue
 def _adapter(part: type[Worker] | type[QueryStore]) -> type[QueryAdapter]:
     """The reference adapter driving ``part`` in place of the real worker or store."""
@@ -389,4 +724,21 @@ MUTANTS: list[Mutant] = [
     _mutant("Q24-late-result-moves-newer-phase", LateResultMovesPhase),
     _mutant("Q25-notification-authorizes", NotificationAuthorizes),
     _mutant("T2-condition-update-keeps-drafts", ConditionUpdateKeepsDrafts),
+    _mutant("Q2-rerun-deduplicated-by-sql", RerunDeduplicatedBySql),
+    _mutant("Q26-status-shows-result-to-confirming-message", StatusShowsResult),
+    _mutant("M1-redelivery-takes-recovery-clock", RedeliveryTakesNewClock),
+    _mutant("M2-notification-stamped-when-queued", NotificationClockIsNow),
+    _mutant("Q18-submitted-sql-differs-from-confirmed", SqlTaggedBeforeSubmit),
+    _mutant("Q17-rejection-recorded-as-unknown", RejectionIsUnknown),
+    _mutant("Q19-worker-clears-cancel-intent", WorkerClearsCancelIntent),
+    _mutant("Q20-queued-cancel-only-requested", QueuedCancelOnlyRequested),
+    _mutant("Q3-failed-check-awaits-confirmation", FailedCheckAwaits),
+    _mutant("Q4-draft-version-not-checked", DraftVersionNotChecked),
+    _mutant("Q10-pending-message-ignored", PendingMessageIgnored),
+    _mutant("Q23-authorization-follows-task", AuthorizationFollowsTask),
+    _mutant("T3-revision-keeps-old-draft", RevisionKeepsOldDraft),
+    _mutant("Q7-confirming-message-not-recorded", BudgetAttributedLater),
+    _mutant("Q9-pending-message-checked-after-queueing", PendingCheckedAfterQueueing),
+    _mutant("Q22-stopped-run-requests-cancel", StoppedRunCancels),
+    _mutant("T1-version-counted-over-the-session", VersionCountsEveryTask),
 ]
