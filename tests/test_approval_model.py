@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
+
 from settled.conformance._explore import ExploreResult, explore, explore_via_transitions
 from settled.model import DeclarationError, Effect, IllegalTransition, Protocol, Transition
 from settled.model._oracle import Oracle

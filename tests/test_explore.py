@@ -18,6 +18,7 @@ from typing import Any
 
 import networkx as nx
 import pytest
+
 from settled.conformance._explore import (
     Counterexample,
     ExploreResult,

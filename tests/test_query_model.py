@@ -7,6 +7,7 @@ and the failed guard, and leaves the oracle exactly where it was.
 from __future__ import annotations
 
 import pytest
+
 from settled.model import QUERY, IllegalTransition
 from settled.model._oracle import Oracle
 from settled.model.query import QueryState as S

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from settled.conformance import AdapterError, lockstep
 from settled.conformance._lockstep import Invalid
 from settled.conformance._mutants_run import run_mutants, select_mutants
