@@ -48,6 +48,7 @@ from ._checkpoint import Call, CallState, CheckpointStore, SessionBusy, StateMov
 from ._db import DEFAULT_BUSY_TIMEOUT
 from ._display import DisplayEvent
 from ._errors import CallerError, InvalidInput, LookupFailed, NotAllowed
+from ._ids import require_id
 from ._pg import is_url
 from ._reconciler import LookupAnswer, LookupStatus, lookup
 
@@ -158,10 +159,7 @@ def _no_hook(point: str) -> None:
 
 
 def _text_id(name: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 128:
-        raise InvalidInput(f"{name} is {value!r}; it must be a non-empty string of at most "
-                           "128 characters")
-    return value
+    return require_id(name, value, "pass the id of this session or run")
 
 
 class ApprovalRuntime:

@@ -42,6 +42,7 @@ from ._errors import (
     NotAllowed,
     NotFound,
 )
+from ._ids import MAX_ID_CHARS, require_id
 from ._pg import WriteConflict, is_url
 
 __all__ = [
@@ -114,8 +115,7 @@ class _Never(Exception):
     """Stands for an error class that cannot occur."""
 TOOLS: Final = ("create_order", "cancel_order", "adjust_stock", "set_listing")
 
-MAX_TOKEN_CHARS: Final = 128
-MAX_ID_CHARS: Final = 128
+MAX_TOKEN_CHARS: Final = MAX_ID_CHARS  # a token is an id (_ids)
 MAX_SKU_CHARS: Final = 64
 MAX_CUSTOMER_CHARS: Final = 200
 MAX_ITEMS: Final = 100
@@ -162,15 +162,10 @@ def fingerprint(tool: str, normalized_args: Mapping[str, Any]) -> str:
 
 
 def check_token(client_token: object) -> str:
-    """A token is a non-blank string of at most 128 characters, kept exactly as given."""
-    if not isinstance(client_token, str) or not client_token.strip():
-        raise InvalidInput(f"client_token {_show(client_token)} must be a non-empty string; "
-                           "pass the token created for this tool execution")
-    if len(client_token) > MAX_TOKEN_CHARS:
-        raise InvalidInput(f"client_token {_show(client_token)} has {len(client_token)} "
-                           f"characters, at most {MAX_TOKEN_CHARS} are allowed; use a shorter "
-                           "token")
-    return client_token
+    """A token is an id (``_ids``): a non-blank string of at most 128 characters, kept exactly
+    as given."""
+    return require_id("client_token", client_token, "pass the token created for this tool "
+                      "execution (at most 128 characters)")
 
 
 def normalize(tool: str, args: Mapping[str, Any]) -> JSON:
@@ -236,7 +231,7 @@ def _normalize_create_order(args: Mapping[str, Any]) -> JSON:
     _fields("create_order", args, ("customer", "items"), ("draft_id",))
     customer = _text("create_order: customer", args["customer"], MAX_CUSTOMER_CHARS, strip=True)
     draft = args.get("draft_id")
-    draft_id = None if draft is None else _text("create_order: draft_id", draft, MAX_ID_CHARS)
+    draft_id = None if draft is None else require_id("create_order: draft_id", draft, "pass the draft's id")
     return {"customer": customer, "items": _merge_items(args["items"]), "draft_id": draft_id}
 
 
@@ -261,7 +256,7 @@ def _merge_items(items: object) -> list[JSON]:
 
 def _normalize_cancel_order(args: Mapping[str, Any]) -> JSON:
     _fields("cancel_order", args, ("order_id",))
-    return {"order_id": _text("cancel_order: order_id", args["order_id"], MAX_ID_CHARS)}
+    return {"order_id": require_id("cancel_order: order_id", args["order_id"], "pass the order's id")}
 
 
 def _normalize_adjust_stock(args: Mapping[str, Any]) -> JSON:

@@ -66,6 +66,7 @@ from ._business import BusinessStore, canonical_json, fingerprint, normalize
 from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
 from ._declared import require_declared
 from ._errors import CallerError, IdempotencyConflict, InvalidInput, NotAllowed, NotFound
+from ._ids import require_id
 
 __all__ = [
     "CONTRACTS",
@@ -143,7 +144,6 @@ CREATE TABLE ledger_events (
 
 Hook = Callable[[str, int], None]
 HOOK_POINTS: Final = ("receipt_committed", "inside_transaction", "result_checkpointed")
-MAX_ID_CHARS: Final = 128
 MAX_INPUT_CHARS: Final = 20_000
 MAX_CALLS: Final = 64
 _HEX64: Final = re.compile(r"[0-9a-f]{64}")
@@ -264,10 +264,7 @@ def _show(value: object) -> str:
 
 
 def _text_id(name: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS:
-        raise InvalidInput(f"{name} is {_show(value)}; it must be a non-empty string of at most "
-                           f"{MAX_ID_CHARS} characters")
-    return value
+    return require_id(name, value, "pass the id this session uses")
 
 
 def check_fingerprint(value: object) -> str:

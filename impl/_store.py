@@ -46,6 +46,7 @@ from ._errors import (
     StaleVersion,
 )
 from ._events import EventRow, apply_step, events, query_vars, vars_of_row
+from ._ids import require_id
 from ._orders_data import shape_problem
 from ._pg import is_url
 from ._platform import SyntheticPlatform
@@ -66,7 +67,6 @@ __all__ = [
 Clock = Callable[[], datetime]
 """An aware ``datetime`` for "now"; injectable so leases and clocks can be tested."""
 
-MAX_ID_CHARS: Final = 200
 MAX_TEXT_CHARS: Final = 20_000
 MAX_CONDITIONS_BYTES: Final = 16 * 1024
 PHASE_OPEN: Final = "open"
@@ -202,16 +202,6 @@ class Notification:
 
 
 # --------------------------------------------------------------------------- validation
-def require_id(name: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{name} must be a non-empty str, got {value!r:.80}; pass the id the "
-                           "store returned")
-    if len(value) > MAX_ID_CHARS:
-        raise InvalidInput(f"{name} {value[:40]!r}… is {len(value)} characters, the limit is "
-                           f"{MAX_ID_CHARS}; pass the id the store returned")
-    return value
-
-
 def require_version(name: str, value: object) -> int:
     if type(value) is not int or value < 1:
         raise InvalidInput(f"{name} must be an int >= 1, got {value!r:.80}; pass the version "

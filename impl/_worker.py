@@ -53,10 +53,11 @@ from ._crash import CrashPoints
 from ._db import next_message_seq, skip_locked, write
 from ._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
 from ._events import apply_step
+from ._ids import require_id
 from ._pg import WriteConflict
 from ._platform import LookupAnswer, PlatformStatus, SyntheticPlatform
 from ._schema import open_store
-from ._store import Clock, iso, message_row, new_id, query_row, require_id, task_row, utc_now
+from ._store import Clock, iso, message_row, new_id, query_row, task_row, utc_now
 
 __all__ = ["SETTLED_PHASE", "Worker", "notification_text"]
 

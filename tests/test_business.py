@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from settled.impl._business import BusinessStore, Product, canonical_json, fingerprint, normalize
 from settled.impl._errors import (
     Busy,
@@ -253,7 +254,8 @@ def test_bad_input_is_refused_before_any_write_and_leaves_the_token_free(
 
 @pytest.mark.rule("W1")
 @pytest.mark.parametrize(("token", "match"), [
-    (None, "None"), ("", "''"), ("   ", "'   '"), (42, "42"),
+    (None, "must be a non-empty string, got None"), ("", "must be a non-empty string, got ''"),
+    ("   ", "must be a non-empty string, got '   '"), (42, "must be a non-empty string, got 42"),
     ("t" * 129, r"'t+\.\.\. has 129 characters"),
 ])
 def test_a_missing_or_malformed_token_is_refused_before_any_write(

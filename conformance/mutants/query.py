@@ -27,6 +27,7 @@ from typing import Any, cast
 from settled.impl._db import write
 from settled.impl._errors import MessagePending, NotAllowed, PlatformUnavailable
 from settled.impl._events import apply_step
+from settled.impl._ids import require_id
 from settled.impl._platform import PlatformStatus, SubmitAnswer
 from settled.impl._store import (
     CONFIRM_PARAMS,
@@ -40,7 +41,6 @@ from settled.impl._store import (
     iso,
     message_row,
     query_row,
-    require_id,
     task_row,
 )
 from settled.impl._worker import Worker
