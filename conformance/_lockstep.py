@@ -718,8 +718,11 @@ def directed_tour(protocol: Protocol,
         if (text := _path_text(ways[k])) not in known:
             known.add(text)
             more.append(ways[k])
-    return (fires + more + [pairs[k] for k in sorted(pairs)]
-            + [probes[k] for k in sorted(probes)])
+    everything = (fires + more + [pairs[k] for k in sorted(pairs)]
+                  + [probes[k] for k in sorted(probes)])
+    # Shortest first (stable: equal lengths keep the order above), so the first failing
+    # path, the one reported, is as short as the tour can make it.
+    return sorted(everything, key=len)
 
 
 def _path_text(path: Sequence[Action]) -> tuple[str, ...]:
@@ -879,39 +882,133 @@ def replay(protocol: Protocol, factory: AdapterFactory, instances: int, forbidde
     return None
 
 
+def model_history(protocol: Protocol, instances: int,
+                  steps: Sequence[Action]) -> list[tuple[Config, ...]] | None:
+    """The model's configurations before and after each step, or None when the model rejects
+    the list (a step it does not enable, or a refusal of something it allows)."""
+    configs = [protocol.initial_config()] * instances
+    out = [tuple(configs)]
+    for a in steps:
+        if not 0 <= a.instance < instances:
+            return None
+        c = configs[a.instance]
+        if a.forbidden:
+            if any(s.transition.trigger == a.trigger and dict(s.params) == dict(a.params)
+                   for s in protocol.enabled(c)):
+                return None
+        else:
+            try:
+                configs[a.instance] = protocol.fire(c, a.trigger, a.params).after
+            except IllegalTransition:
+                return None
+        out.append(tuple(configs))
+    return out
+
+
+def cycles(history: Sequence[tuple[Config, ...]]) -> list[tuple[int, int]]:
+    """Every stretch ``[j, k)`` of steps that returns the model to the configuration it left
+    (``history[j] == history[k]``), longest first: removing one leaves a run the model accepts."""
+    where: dict[tuple[Config, ...], list[int]] = {}
+    for n, configs in enumerate(history):
+        where.setdefault(configs, []).append(n)
+    found = [(j, k) for seen in where.values() for x, j in enumerate(seen) for k in seen[x + 1:]]
+    return sorted(found, key=lambda jk: (jk[0] - jk[1], jk[0]))
+
+
 def minimise_steps(protocol: Protocol, factory: AdapterFactory, instances: int,
                    forbidden: frozenset[str], steps: list[Action],
                    budget: int = REPLAY_BUDGET) -> list[Action]:
-    """Delta debugging (ddmin) over the action list, then single removals."""
+    """Shrink a failing action list by delta debugging, to a fixpoint or the budget.
+
+    Each round tries, in order: keeping one instance's steps alone or dropping one
+    instance's steps, cutting a cycle (a stretch of steps after which the model is
+    back in a configuration it was in before), ddmin over the list (removing chunks, then
+    their complements), and removing single steps anywhere (so non-adjacent steps go too).
+    Every candidate is first replayed on the model alone, which is cheap; only a valid run is
+    replayed on a fresh implementation, and only those count against ``budget``.
+    """
     spent = 0
+    tried: set[tuple[str, ...]] = set()
 
     def fails(candidate: list[Action]) -> bool:
         nonlocal spent
+        key = _path_text(candidate)
+        if key in tried or spent >= budget:
+            return False
+        tried.add(key)
+        if model_history(protocol, instances, candidate) is None:
+            return False
         spent += 1
         try:
             return replay(protocol, factory, instances, forbidden, candidate) is not None
         except Invalid:
             return False
 
-    n = 2
-    while len(steps) >= 2 and spent < budget:
-        size = math.ceil(len(steps) / n)
-        for k in range(n):
-            candidate = steps[:k * size] + steps[(k + 1) * size:]
-            if candidate != steps and fails(candidate):
-                steps, n = candidate, max(n - 1, 2)
-                break
-        else:
-            if n >= len(steps):
-                break
-            n = min(n * 2, len(steps))
-    k = 0
-    while k < len(steps) and spent < budget:
-        candidate = steps[:k] + steps[k + 1:]
-        if fails(candidate):
-            steps = candidate
-        else:
-            k += 1
+    def cut_cycles(steps: list[Action]) -> list[Action]:
+        progress = True
+        while progress and spent < budget:
+            progress = False
+            history = model_history(protocol, instances, steps)
+            if history is None:
+                return steps
+            for j, k in cycles(history):
+                candidate = steps[:j] + steps[k:]
+                if fails(candidate):
+                    steps, progress = candidate, True
+                    break
+        return steps
+
+    def ddmin(steps: list[Action]) -> list[Action]:
+        n = 2
+        while len(steps) >= 2 and spent < budget:
+            size = math.ceil(len(steps) / n)
+            chunks = [(k * size, min((k + 1) * size, len(steps))) for k in range(n)]
+            chunks = [(a, b) for a, b in chunks if a < b]
+            done = False
+            for a, b in chunks:  # a chunk alone (ddmin's "reduce to subset")
+                candidate = steps[a:b]
+                if len(chunks) > 1 and fails(candidate):
+                    steps, n, done = candidate, 2, True
+                    break
+            if not done:
+                for a, b in chunks:  # everything but a chunk ("reduce to complement")
+                    candidate = steps[:a] + steps[b:]
+                    if fails(candidate):
+                        steps, n, done = candidate, max(n - 1, 2), True
+                        break
+            if not done:
+                if n >= len(steps):
+                    break
+                n = min(n * 2, len(steps))
+        return steps
+
+    def singles(steps: list[Action]) -> list[Action]:
+        k = len(steps) - 1  # from the end: later steps depend on earlier ones, not back
+        while k >= 0 and spent < budget:
+            candidate = steps[:k] + steps[k + 1:]
+            if fails(candidate):
+                steps = candidate
+            k = min(k - 1, len(steps) - 1)
+        return steps
+
+    def instances_apart(steps: list[Action]) -> list[Action]:
+        # One instance's steps alone, then the run without one instance's steps: an
+        # interleaved story is a set of non-adjacent steps no chunk of the list covers.
+        for keep in sorted({a.instance for a in steps}):
+            candidate = [a for a in steps if a.instance == keep]
+            if len(candidate) < len(steps) and fails(candidate):
+                return candidate
+        for drop in sorted({a.instance for a in steps}):
+            candidate = [a for a in steps if a.instance != drop]
+            if candidate and fails(candidate):
+                return instances_apart(candidate)
+        return steps
+
+    while spent < budget:
+        before = len(steps)
+        steps = singles(ddmin(cut_cycles(instances_apart(steps))))
+        if len(steps) == before:
+            break
     return steps
 
 

@@ -17,6 +17,7 @@ not report.
 
 from __future__ import annotations
 
+import statistics
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -84,9 +85,18 @@ class MutantsReport:
         """Every mutant killed and the baseline passed: what ``settled mutants`` exits 0 on."""
         return self.baseline_passed and self.killed == self.total
 
+    @property
+    def counterexample_lengths(self) -> list[int]:
+        """The step count of each killed mutant's minimised counterexample."""
+        return [len(m.steps) for m in self.mutants if m.killed and m.steps is not None]
+
     def to_json(self) -> dict[str, Any]:
+        lengths = sorted(self.counterexample_lengths)
         return {"mutants": [m.to_json() for m in self.mutants], "killed": self.killed,
-                "total": self.total, "baseline_passed": self.baseline_passed}
+                "total": self.total, "baseline_passed": self.baseline_passed,
+                # over the killed mutants' minimised counterexamples; null when none was killed
+                "median_counterexample_steps": statistics.median(lengths) if lengths else None,
+                "longest_counterexample_steps": lengths[-1] if lengths else None}
 
 
 def select_mutants(names: Iterable[str] | None = None) -> list[Mutant]:

@@ -8,7 +8,10 @@ import pytest
 
 from settled.conformance._lockstep import (
     Action,
+    cycles,
     make_lockstep,
+    minimise_steps,
+    model_history,
     replay,
     run_lockstep,
     tour,
@@ -151,3 +154,79 @@ def test_a_long_campaign_finds_no_divergence(seed):
                           seed=seed)
     assert record.failure is None, record.failure
     assert not unfired(MODEL, record.fired)
+
+
+# --------------------------------------------------------------------------- shortest first
+def test_the_tour_is_ordered_shortest_path_first():
+    lengths = [len(p) for p in tour(MODEL, FORBIDDEN)]
+    assert lengths == sorted(lengths)
+
+
+def test_cycles_are_stretches_that_return_the_model_to_a_configuration():
+    a, b = MODEL.initial_config(), MODEL.fire(MODEL.initial_config(), *_first(MODEL)).after
+    history = [(a,), (b,), (a,), (b,)]
+    found = cycles(history)
+    assert set(found) == {(0, 2), (1, 3)}
+    assert model_history(MODEL, 1, [Action(0, "no-such-trigger", {})]) is None
+
+
+def _first(model):
+    s = next(iter(model.enabled(model.initial_config())))
+    return s.transition.trigger, s.params
+
+
+@pytest.mark.rule("Q14")
+def test_the_minimiser_cuts_cycles_and_scattered_padding_to_the_shortest_run():
+    """A failing run padded with detours on other instances and refusals anywhere shrinks to
+    the same steps as the tour's shortest failing path, which the old chunk-wise pass missed."""
+    factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
+    shortest = next(p for p in tour(MODEL, FORBIDDEN)
+                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+    # Padding: another instance's story, interleaved step by step (non-adjacent steps), and
+    # refusals of what the model forbids on a third.
+    detour = next(d for p in reversed(tour(MODEL, FORBIDDEN))
+                  if (d := [Action(1, a.trigger, a.params) for a in p if not a.forbidden])
+                  and len(d) >= 4
+                  and replay(MODEL, factory, 3, FORBIDDEN, d) is None)
+    padded: list[Action] = []
+    for n, step in enumerate(shortest):
+        padded.extend(detour[n * 2:n * 2 + 2])
+        padded.append(step)
+    assert model_history(MODEL, 3, padded) is not None
+    assert replay(MODEL, factory, 3, FORBIDDEN, padded) is not None
+    steps = minimise_steps(MODEL, factory, 3, FORBIDDEN, padded)
+    assert len(steps) <= len(shortest) < len(padded)
+    assert replay(MODEL, factory, 3, FORBIDDEN, steps) is not None
+
+
+def _two_step_cycles(steps: list[Action]) -> list[Action]:
+    """``steps`` with, wherever the model allows one, a two-step detour back to where it was
+    (clarification asked, then answered) spliced in after each step."""
+    out: list[Action] = []
+    config = MODEL.initial_config()
+    for a in steps:
+        out.append(a)
+        config = MODEL.fire(config, a.trigger, a.params).after
+        for s1 in MODEL.enabled(config):
+            back = next((s2 for s2 in MODEL.enabled(s1.after)
+                         if s2.after == config and s1.after != config), None)
+            if back is not None:
+                out += [Action(0, s1.transition.trigger, s1.params),
+                        Action(0, back.transition.trigger, back.params)]
+                break
+    return out
+
+
+@pytest.mark.rule("Q14")
+def test_the_minimiser_cuts_cycles_the_chunkwise_pass_cannot():
+    """Two-step cycles at odd offsets: no single step of one can go (the model rejects the
+    rest) and fixed chunks straddle them; cutting cycles by model configuration finds them."""
+    factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
+    shortest = next(p for p in tour(MODEL, FORBIDDEN)
+                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+    padded = _two_step_cycles(shortest)
+    assert len(padded) >= len(shortest) + 4
+    assert cycles(model_history(MODEL, 3, padded))
+    steps = minimise_steps(MODEL, factory, 3, FORBIDDEN, padded)
+    assert len(steps) <= len(shortest)
+    assert replay(MODEL, factory, 3, FORBIDDEN, steps) is not None
