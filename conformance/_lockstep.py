@@ -306,6 +306,7 @@ class Runner:
         self.protocol_cases = _with_cases(protocol)
         self.trace_events = 0
         self.trace_problem: str | None = None
+        self.last: tuple[int, Transition] | None = None  # the last step taken: instance, rule
 
     # -- what may be drawn -----------------------------------------------------
     def options(self) -> list[Action]:
@@ -359,6 +360,7 @@ class Runner:
     def apply(self, action: Action) -> None:
         self.steps.append(action)
         if action.forbidden:
+            self.last = None
             self._refuse(action)
         else:
             self._take(action)
@@ -374,12 +376,15 @@ class Runner:
             self.adapter.perform(i, action.trigger, action.params)
         except Refused as exc:
             raise Divergence(f"the implementation refused {action.text()}, which the model "
-                             f"allows: {exc}") from None
+                             f"allows ({_why_allowed(step, self.protocol.view(self.configs[i]))}"
+                             f"): {exc}") from None
         except Exception as exc:
             if blame_adapter(self.adapter, exc):
                 raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
             raise Divergence(f"the implementation raised {type(exc).__name__} on "
-                             f"{action.text()}: {exc}") from exc
+                             f"{action.text()} ({_rules_text(step.transition.rules)}): "
+                             f"{exc}") from exc
+        self.last = (i, step.transition)
         if step.transition.observable is not None:
             self.logged_steps.add(i)
         edge = edge_key(self.configs[i], step)
@@ -414,10 +419,14 @@ class Runner:
                              f"{action.text()}: {exc}") from exc
         else:
             raise Divergence(f"the implementation did not {action.text()}, which the model "
-                             "forbids")
+                             f"forbids: {_why_refused(self.protocol, self.configs[i], action)}")
         after = self.observe(i)
         if after != before:
-            raise Divergence(f"{action.text()}: the refusal changed the implementation")
+            changed = ", ".join(f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(after)
+                                if before.get(k) != after[k])
+            raise Divergence(f"{action.text()}: the refusal changed the implementation "
+                             f"({changed}); the model forbids it: "
+                             f"{_why_refused(self.protocol, self.configs[i], action)}")
         self.observed = (len(self.steps), {i: after})
 
     # -- checks ----------------------------------------------------------------
@@ -455,8 +464,50 @@ class Runner:
                 shown = ", ".join(f"{k}: implementation {o!r}, model {x!r}"
                                   for k, (o, x) in sorted(diffs.items()))
                 raise Divergence(f"q{i} differs from the model after step {len(self.steps)}: "
-                                 f"{shown}")
+                                 f"{shown}{self._explain(i, observed)}")
         self.observed = (len(self.steps), seen)
+
+    def _explain(self, i: int, observed: Mapping[str, Value]) -> str:
+        """Why a projection differs: the step that led here with its rules, the model's
+        invariants and step properties the observed values break, the implementation's own
+        recorded error."""
+        parts = []
+        if self.last is not None and self.last[0] == i:
+            t = self.last[1]
+            parts.append(f"the step was {t.trigger} ({_rules_text(t.rules)})")
+        broken = self._broken_by(i, observed)
+        if broken:
+            parts.append("the implementation's state breaks " + "; ".join(broken))
+        try:
+            error = self.adapter.recorded_error(i)
+        except Exception as exc:
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"reading q{i}'s recorded error") from exc
+            error = f"reading it raised {type(exc).__name__}: {exc}"
+        if error:
+            parts.append(f"the implementation recorded the error: {error}")
+        return "; " + "; ".join(parts) if parts else ""
+
+    def _broken_by(self, i: int, observed: Mapping[str, Value]) -> list[str]:
+        """The invariants (and, from the model's previous configuration, the step properties)
+        the observed values break, read as a model configuration: ghost and unobservable
+        variables are taken from the model."""
+        p, c = self.protocol, self.configs[i]
+        names = [v.name for v in p.variables]
+        try:
+            values = tuple(observed.get(n, val) if n in observed else val
+                           for n, val in zip(names, c.values, strict=True))
+            seen = Config(str(observed.get("state", c.state)), values)
+            out = [f"invariant {inv.name} ({_rules_text(inv.rules)}): {inv.text}"
+                   for inv in p.broken_invariants(seen)]
+            if self.last is not None and self.last[0] == i and len(self.history) >= 2:
+                before = self.history[-2][i]
+                step = _StepLike(self.last[1], self.steps[-1].params, seen)
+                out += [f"step property {sp.name} ({_rules_text(sp.rules)}): {sp.text}"
+                        for sp in p.broken_step_properties(before, step)]  # type: ignore[arg-type]
+        except Exception:  # an observation the model's predicates cannot read: say nothing
+            return []
+        return out
 
     def finish(self) -> None:
         """Close the implementation; its event log must pass the trace checker."""
@@ -497,6 +548,44 @@ class Runner:
             self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
                                   + (*report.violations, *report.undecided)[0].text())
             raise Divergence(self.trace_problem)
+
+
+@dataclass(frozen=True, slots=True)
+class _StepLike:
+    transition: Transition
+    params: Params
+    after: Config
+
+
+def _rules_text(rules: Sequence[str]) -> str:
+    return "rule " + rules[0] if len(rules) == 1 else "rules " + ", ".join(rules)
+
+
+def _why_allowed(step: Any, v: Mapping[str, Value]) -> str:
+    t = step.transition
+    held = ", ".join(f"{g.name}: {g.text}" for g in t.guards)
+    return (f"{t.trigger} from {step.transition.source[0] if len(t.source) == 1 else 'here'}"
+            f", {_rules_text(t.rules)}" + (f"; its guards hold: {held}" if held else ""))
+
+
+def _why_refused(protocol: Protocol, c: Config, action: Action) -> str:
+    """The failing guard conjuncts of every transition ``action`` could be, with their rules;
+    or that no transition of that trigger leaves the current state."""
+    v = protocol.view(c)
+    found = []
+    for t in protocol.transitions_from(c.state):
+        if t.trigger != action.trigger:
+            continue
+        failing = [g for g in t.guards if not g(v, action.params)]
+        if failing:
+            found.append(f"guard {' and '.join(g.name for g in failing)} fails ("
+                         + "; ".join(g.text for g in failing) + f"), {_rules_text(t.rules)}")
+    if found:
+        return " | ".join(found)
+    rules = sorted({r for t in protocol.transitions if t.trigger == action.trigger
+                    for r in t.rules})
+    return (f"no {action.trigger} leaves state {c.state}"
+            + (f" ({_rules_text(rules)})" if rules else ""))
 
 
 def _order(wra: tuple[int, int, Action]) -> tuple[int, int]:

@@ -178,7 +178,7 @@ def _first(model):
 @pytest.mark.rule("Q14")
 def test_the_minimiser_cuts_cycles_and_scattered_padding_to_the_shortest_run():
     """A failing run padded with detours on other instances and refusals anywhere shrinks to
-    the same steps as the tour's shortest failing path, which the old chunk-wise pass missed."""
+    the same length as the tour's shortest failing path."""
     factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
     shortest = next(p for p in tour(MODEL, FORBIDDEN)
                     if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
@@ -218,9 +218,9 @@ def _two_step_cycles(steps: list[Action]) -> list[Action]:
 
 
 @pytest.mark.rule("Q14")
-def test_the_minimiser_cuts_cycles_the_chunkwise_pass_cannot():
-    """Two-step cycles at odd offsets: no single step of one can go (the model rejects the
-    rest) and fixed chunks straddle them; cutting cycles by model configuration finds them."""
+def test_the_minimiser_cuts_two_step_cycles():
+    """Two-step cycles after every step: no single step of one can go (the model rejects the
+    rest); cutting cycles by model configuration removes them."""
     factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
     shortest = next(p for p in tour(MODEL, FORBIDDEN)
                     if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
@@ -230,3 +230,34 @@ def test_the_minimiser_cuts_cycles_the_chunkwise_pass_cannot():
     steps = minimise_steps(MODEL, factory, 3, FORBIDDEN, padded)
     assert len(steps) <= len(shortest)
     assert replay(MODEL, factory, 3, FORBIDDEN, steps) is not None
+
+
+# --------------------------------------------------------------------------- messages that explain
+@pytest.mark.rule("Q14")
+def test_a_divergence_names_the_step_rules_the_broken_invariant_and_the_recorded_error():
+    factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
+    shortest = next(p for p in tour(MODEL, FORBIDDEN)
+                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+    message = replay(MODEL, factory, 3, FORBIDDEN, shortest)
+    assert message is not None
+    assert "differs from the model" in message
+    assert "the step was submit_response_lost (rules Q14" in message
+    assert "invariant failed_needs_evidence (rules Q14" in message
+    # The worker's own error text, not only the differing state.
+    assert "the implementation recorded the error: no answer" in message
+
+
+def test_an_unrefused_action_names_the_failing_guard_conjunct_and_its_rules():
+    class AcceptsAnything(QueryAdapter):
+        def perform(self, instance, trigger, params):
+            if trigger == "confirm" and params.get("quote") == "part":
+                return None  # neither refuses nor does anything
+            return super().perform(instance, trigger, params)
+
+    factory = lambda: AcceptsAnything(3, 2)  # noqa: E731
+    probe = next(p for p in tour(MODEL, FORBIDDEN)
+                 if p[-1].forbidden and p[-1].trigger == "confirm"
+                 and p[-1].params.get("quote") == "part")
+    message = replay(MODEL, factory, 3, FORBIDDEN, probe)
+    assert message is not None and "did not refuse" in message
+    assert "guard quote_whole fails" in message and "Q5" in message
