@@ -36,7 +36,13 @@ from typing import Any
 import hypothesis
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    get_state_machine_test,
+    initialize,
+    invariant,
+    rule,
+)
 
 from settled.model import Config, IllegalTransition, Params, Protocol, Transition
 from settled.model._core import Value
@@ -661,12 +667,14 @@ class Record:
     adapter_error: str | None = None  # the adapter broke its contract: neither pass nor kill
     counterexample_error: str | None = None  # the counterexample could not be written
     out: Path | None = None  # where counterexamples go (None: the default folder)
+    killed_by: str | None = None  # the phase that found the failure: "tour" or "random"
 
 
 def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int,
                   forbidden: frozenset[str], name: str = "Lockstep") -> type[RuleBasedStateMachine]:
     """A RuleBasedStateMachine class checking ``factory()``'s implementation against ``protocol``."""
     record = Record()
+    TRIGGERS = tuple(dict.fromkeys(t.trigger for t in protocol.transitions))
 
     class Lockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -674,13 +682,27 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
             self.run = Runner(protocol, factory, instances, forbidden)
             self.seen: set[str] = set()
             self.deepest = 0
+            self.swarm: frozenset[str] | None = None
             record.examples += 1
+
+        @initialize(data=st.data())
+        def choose_swarm(self, data: st.DataObject) -> None:
+            # Swarm testing: each run switches off a random subset of the action kinds, so
+            # the ones left are drawn often enough to pile up (three not-founds in a row) and
+            # a rare forbidden probe is not crowded out by common ones. Hypothesis shrinks
+            # towards keeping every kind.
+            off = data.draw(st.frozensets(st.sampled_from(TRIGGERS)), label="swarm: kinds off")
+            self.swarm = frozenset(TRIGGERS) - off
 
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
             # Indices, not sampled_from: the lists change every step, and a fresh
             # sampled_from strategy per draw costs more than the step it picks.
             options = self.run.options()
+            if self.swarm is not None:
+                # The swarm's kinds only; where none of them is enabled, every kind (a run
+                # that cannot move would test nothing).
+                options = [a for a in options if a.trigger in self.swarm] or options
             slots = len(options) + len(options) // 4 + 1  # ~1 in 5: ask for something forbidden
             n = data.draw(_index(slots), label="action")
             action: Action
@@ -695,6 +717,9 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
                 # parameter combinations of one trigger (confirm) crowd out the
                 # rare probes that matter (a stale worker's begin_submit).
                 by_trigger = self.run.plans.forbidden_by_trigger(choices)
+                if self.swarm is not None:
+                    by_trigger = ([g for g in by_trigger if g[0].trigger in self.swarm]
+                                  or by_trigger)
                 group = by_trigger[data.draw(_index(len(by_trigger)), label="forbidden trigger")]
                 action = group[data.draw(_index(len(group)), label="forbidden")]
             try:
@@ -893,13 +918,15 @@ def _adapter_error(exc: BaseException) -> AdapterError | None:
 
 def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
                  seed: int | None = None, *, minimise: bool = True,
-                 out: Path | None = None) -> Record:
+                 out: Path | None = None, tour: bool = True) -> Record:
     """Run a lockstep campaign: the coverage tour, then Hypothesis's random runs.
 
     On failure the run is minimised and written as a counterexample (into
     ``out``, by default ``./settled-counterexamples``). With ``seed`` the
     campaign is reproducible. An adapter that breaks its contract ends the
-    campaign with ``adapter_error`` set: neither a pass nor a divergence.
+    campaign with ``adapter_error`` set: neither a pass nor a divergence. ``tour=False``
+    skips the directed tour (to measure what the random phase finds alone); the record's
+    ``killed_by`` says which phase found the failure.
     """
     record: Record = machine.record  # type: ignore[attr-defined]
     record.__init__()  # type: ignore[misc]
@@ -907,7 +934,7 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
     record.out = out
     start = time.perf_counter()
     try:
-        return _campaign(machine, record, profile, seed, minimise, start)
+        return _campaign(machine, record, profile, seed, minimise, start, tour)
     except AdapterError as exc:
         record.adapter_error = str(exc)
         record.failure = None
@@ -915,9 +942,10 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
 
 
 def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: settings,
-              seed: int | None, minimise: bool, start: float) -> Record:
-    if run_tour(machine) is not None:
+              seed: int | None, minimise: bool, start: float, with_tour: bool = True) -> Record:
+    if with_tour and run_tour(machine) is not None:
         record.seconds_to_failure = time.perf_counter() - start
+        record.killed_by = "tour"
         return record
     generate_only = settings(profile, phases=[Phase.explicit, Phase.reuse, Phase.generate,
                                               Phase.target])
@@ -931,6 +959,7 @@ def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: set
         if adapter is not None:
             raise adapter from None
         record.seconds_to_failure = time.perf_counter() - start
+        record.killed_by = "random"
         # Hypothesis replays the failing example last, so teardown recorded its steps.
         protocol, factory, instances, forbidden = record.spec
         try:
