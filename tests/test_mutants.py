@@ -148,9 +148,11 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
                                       "--only", "T2-condition-update-keeps-drafts"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert set(report) == {"mutants", "killed", "total", "baseline_passed"}
+    assert set(report) == {"mutants", "killed", "total", "baseline_passed",
+                           "median_counterexample_steps", "longest_counterexample_steps",
+                           "tour", "kills_by_phase", "random_only_kill_rate"}
     [mutant] = report["mutants"]
-    assert set(mutant) == {"name", "rule", "killed", "seconds", "steps"}
+    assert set(mutant) == {"name", "rule", "killed", "killed_by", "seconds", "steps"}
     assert mutant["name"] == "T2-condition-update-keeps-drafts" and mutant["rule"] == "T2"
     assert mutant["killed"] is True and isinstance(mutant["steps"], int)
     assert isinstance(mutant["seconds"], float)
