@@ -78,5 +78,10 @@ class Adapter(ABC):
     def trace_lines(self) -> Iterable[str]:
         """The implementation's event log as ``settled.trace/1`` JSON lines."""
 
+    def recorded_error(self, instance: int) -> str | None:
+        """The implementation's own error text recorded for ``instance`` (a failed query's or
+        call's error), quoted in a divergence message; None when it recorded none. Optional."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files and connections."""

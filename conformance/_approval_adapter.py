@@ -485,6 +485,11 @@ class ApprovalAdapter(Adapter):
             runtime.close()
 
     # ------------------------------------------------------------------ observe
+    def recorded_error(self, instance: int) -> str | None:
+        row = self._read.execute("SELECT * FROM calls WHERE session_id = ?",
+                                 (self.items[instance].session,)).fetchone()
+        return None if row is None or "error" not in row.keys() else row["error"]  # noqa: SIM118 (a Row tests values)
+
     def observe(self, instance: int) -> Mapping[str, Value]:
         item = self.items[instance]
         row = self._read.execute("SELECT * FROM calls WHERE session_id = ?",

@@ -36,7 +36,13 @@ from typing import Any
 import hypothesis
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    get_state_machine_test,
+    initialize,
+    invariant,
+    rule,
+)
 
 from settled.model import Config, IllegalTransition, Params, Protocol, Transition
 from settled.model._core import Value
@@ -306,6 +312,7 @@ class Runner:
         self.protocol_cases = _with_cases(protocol)
         self.trace_events = 0
         self.trace_problem: str | None = None
+        self.last: tuple[int, Transition] | None = None  # the last step taken: instance, rule
 
     # -- what may be drawn -----------------------------------------------------
     def options(self) -> list[Action]:
@@ -359,6 +366,7 @@ class Runner:
     def apply(self, action: Action) -> None:
         self.steps.append(action)
         if action.forbidden:
+            self.last = None
             self._refuse(action)
         else:
             self._take(action)
@@ -374,12 +382,15 @@ class Runner:
             self.adapter.perform(i, action.trigger, action.params)
         except Refused as exc:
             raise Divergence(f"the implementation refused {action.text()}, which the model "
-                             f"allows: {exc}") from None
+                             f"allows ({_why_allowed(step, self.protocol.view(self.configs[i]))}"
+                             f"): {exc}") from None
         except Exception as exc:
             if blame_adapter(self.adapter, exc):
                 raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
             raise Divergence(f"the implementation raised {type(exc).__name__} on "
-                             f"{action.text()}: {exc}") from exc
+                             f"{action.text()} ({_rules_text(step.transition.rules)}): "
+                             f"{exc}") from exc
+        self.last = (i, step.transition)
         if step.transition.observable is not None:
             self.logged_steps.add(i)
         edge = edge_key(self.configs[i], step)
@@ -414,10 +425,14 @@ class Runner:
                              f"{action.text()}: {exc}") from exc
         else:
             raise Divergence(f"the implementation did not {action.text()}, which the model "
-                             "forbids")
+                             f"forbids: {_why_refused(self.protocol, self.configs[i], action)}")
         after = self.observe(i)
         if after != before:
-            raise Divergence(f"{action.text()}: the refusal changed the implementation")
+            changed = ", ".join(f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(after)
+                                if before.get(k) != after[k])
+            raise Divergence(f"{action.text()}: the refusal changed the implementation "
+                             f"({changed}); the model forbids it: "
+                             f"{_why_refused(self.protocol, self.configs[i], action)}")
         self.observed = (len(self.steps), {i: after})
 
     # -- checks ----------------------------------------------------------------
@@ -455,8 +470,50 @@ class Runner:
                 shown = ", ".join(f"{k}: implementation {o!r}, model {x!r}"
                                   for k, (o, x) in sorted(diffs.items()))
                 raise Divergence(f"q{i} differs from the model after step {len(self.steps)}: "
-                                 f"{shown}")
+                                 f"{shown}{self._explain(i, observed)}")
         self.observed = (len(self.steps), seen)
+
+    def _explain(self, i: int, observed: Mapping[str, Value]) -> str:
+        """Why a projection differs: the step that led here with its rules, the model's
+        invariants and step properties the observed values break, the implementation's own
+        recorded error."""
+        parts = []
+        if self.last is not None and self.last[0] == i:
+            t = self.last[1]
+            parts.append(f"the step was {t.trigger} ({_rules_text(t.rules)})")
+        broken = self._broken_by(i, observed)
+        if broken:
+            parts.append("the implementation's state breaks " + "; ".join(broken))
+        try:
+            error = self.adapter.recorded_error(i)
+        except Exception as exc:
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, f"reading q{i}'s recorded error") from exc
+            error = f"reading it raised {type(exc).__name__}: {exc}"
+        if error:
+            parts.append(f"the implementation recorded the error: {error}")
+        return "; " + "; ".join(parts) if parts else ""
+
+    def _broken_by(self, i: int, observed: Mapping[str, Value]) -> list[str]:
+        """The invariants (and, from the model's previous configuration, the step properties)
+        the observed values break, read as a model configuration: ghost and unobservable
+        variables are taken from the model."""
+        p, c = self.protocol, self.configs[i]
+        names = [v.name for v in p.variables]
+        try:
+            values = tuple(observed.get(n, val) if n in observed else val
+                           for n, val in zip(names, c.values, strict=True))
+            seen = Config(str(observed.get("state", c.state)), values)
+            out = [f"invariant {inv.name} ({_rules_text(inv.rules)}): {inv.text}"
+                   for inv in p.broken_invariants(seen)]
+            if self.last is not None and self.last[0] == i and len(self.history) >= 2:
+                before = self.history[-2][i]
+                step = _StepLike(self.last[1], self.steps[-1].params, seen)
+                out += [f"step property {sp.name} ({_rules_text(sp.rules)}): {sp.text}"
+                        for sp in p.broken_step_properties(before, step)]  # type: ignore[arg-type]
+        except Exception:  # an observation the model's predicates cannot read: say nothing
+            return []
+        return out
 
     def finish(self) -> None:
         """Close the implementation; its event log must pass the trace checker."""
@@ -497,6 +554,44 @@ class Runner:
             self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
                                   + (*report.violations, *report.undecided)[0].text())
             raise Divergence(self.trace_problem)
+
+
+@dataclass(frozen=True, slots=True)
+class _StepLike:
+    transition: Transition
+    params: Params
+    after: Config
+
+
+def _rules_text(rules: Sequence[str]) -> str:
+    return "rule " + rules[0] if len(rules) == 1 else "rules " + ", ".join(rules)
+
+
+def _why_allowed(step: Any, v: Mapping[str, Value]) -> str:
+    t = step.transition
+    held = ", ".join(f"{g.name}: {g.text}" for g in t.guards)
+    return (f"{t.trigger} from {step.transition.source[0] if len(t.source) == 1 else 'here'}"
+            f", {_rules_text(t.rules)}" + (f"; its guards hold: {held}" if held else ""))
+
+
+def _why_refused(protocol: Protocol, c: Config, action: Action) -> str:
+    """The failing guard conjuncts of every transition ``action`` could be, with their rules;
+    or that no transition of that trigger leaves the current state."""
+    v = protocol.view(c)
+    found = []
+    for t in protocol.transitions_from(c.state):
+        if t.trigger != action.trigger:
+            continue
+        failing = [g for g in t.guards if not g(v, action.params)]
+        if failing:
+            found.append(f"guard {' and '.join(g.name for g in failing)} fails ("
+                         + "; ".join(g.text for g in failing) + f"), {_rules_text(t.rules)}")
+    if found:
+        return " | ".join(found)
+    rules = sorted({r for t in protocol.transitions if t.trigger == action.trigger
+                    for r in t.rules})
+    return (f"no {action.trigger} leaves state {c.state}"
+            + (f" ({_rules_text(rules)})" if rules else ""))
 
 
 def _order(wra: tuple[int, int, Action]) -> tuple[int, int]:
@@ -572,12 +667,14 @@ class Record:
     adapter_error: str | None = None  # the adapter broke its contract: neither pass nor kill
     counterexample_error: str | None = None  # the counterexample could not be written
     out: Path | None = None  # where counterexamples go (None: the default folder)
+    killed_by: str | None = None  # the phase that found the failure: "tour" or "random"
 
 
 def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int,
                   forbidden: frozenset[str], name: str = "Lockstep") -> type[RuleBasedStateMachine]:
     """A RuleBasedStateMachine class checking ``factory()``'s implementation against ``protocol``."""
     record = Record()
+    TRIGGERS = tuple(dict.fromkeys(t.trigger for t in protocol.transitions))
 
     class Lockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -585,13 +682,27 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
             self.run = Runner(protocol, factory, instances, forbidden)
             self.seen: set[str] = set()
             self.deepest = 0
+            self.swarm: frozenset[str] | None = None
             record.examples += 1
+
+        @initialize(data=st.data())
+        def choose_swarm(self, data: st.DataObject) -> None:
+            # Swarm testing: each run switches off a random subset of the action kinds, so
+            # the ones left are drawn often enough to pile up (three not-founds in a row) and
+            # a rare forbidden probe is not crowded out by common ones. Hypothesis shrinks
+            # towards keeping every kind.
+            off = data.draw(st.frozensets(st.sampled_from(TRIGGERS)), label="swarm: kinds off")
+            self.swarm = frozenset(TRIGGERS) - off
 
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
             # Indices, not sampled_from: the lists change every step, and a fresh
             # sampled_from strategy per draw costs more than the step it picks.
             options = self.run.options()
+            if self.swarm is not None:
+                # The swarm's kinds only; where none of them is enabled, every kind (a run
+                # that cannot move would test nothing).
+                options = [a for a in options if a.trigger in self.swarm] or options
             slots = len(options) + len(options) // 4 + 1  # ~1 in 5: ask for something forbidden
             n = data.draw(_index(slots), label="action")
             action: Action
@@ -606,6 +717,9 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
                 # parameter combinations of one trigger (confirm) crowd out the
                 # rare probes that matter (a stale worker's begin_submit).
                 by_trigger = self.run.plans.forbidden_by_trigger(choices)
+                if self.swarm is not None:
+                    by_trigger = ([g for g in by_trigger if g[0].trigger in self.swarm]
+                                  or by_trigger)
                 group = by_trigger[data.draw(_index(len(by_trigger)), label="forbidden trigger")]
                 action = group[data.draw(_index(len(group)), label="forbidden")]
             try:
@@ -718,8 +832,11 @@ def directed_tour(protocol: Protocol,
         if (text := _path_text(ways[k])) not in known:
             known.add(text)
             more.append(ways[k])
-    return (fires + more + [pairs[k] for k in sorted(pairs)]
-            + [probes[k] for k in sorted(probes)])
+    everything = (fires + more + [pairs[k] for k in sorted(pairs)]
+                  + [probes[k] for k in sorted(probes)])
+    # Shortest first (stable: equal lengths keep the order above), so the first failing
+    # path, the one reported, is as short as the tour can make it.
+    return sorted(everything, key=len)
 
 
 def _path_text(path: Sequence[Action]) -> tuple[str, ...]:
@@ -801,13 +918,15 @@ def _adapter_error(exc: BaseException) -> AdapterError | None:
 
 def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
                  seed: int | None = None, *, minimise: bool = True,
-                 out: Path | None = None) -> Record:
+                 out: Path | None = None, tour: bool = True) -> Record:
     """Run a lockstep campaign: the coverage tour, then Hypothesis's random runs.
 
     On failure the run is minimised and written as a counterexample (into
     ``out``, by default ``./settled-counterexamples``). With ``seed`` the
     campaign is reproducible. An adapter that breaks its contract ends the
-    campaign with ``adapter_error`` set: neither a pass nor a divergence.
+    campaign with ``adapter_error`` set: neither a pass nor a divergence. ``tour=False``
+    skips the directed tour (to measure what the random phase finds alone); the record's
+    ``killed_by`` says which phase found the failure.
     """
     record: Record = machine.record  # type: ignore[attr-defined]
     record.__init__()  # type: ignore[misc]
@@ -815,7 +934,7 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
     record.out = out
     start = time.perf_counter()
     try:
-        return _campaign(machine, record, profile, seed, minimise, start)
+        return _campaign(machine, record, profile, seed, minimise, start, tour)
     except AdapterError as exc:
         record.adapter_error = str(exc)
         record.failure = None
@@ -823,9 +942,10 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
 
 
 def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: settings,
-              seed: int | None, minimise: bool, start: float) -> Record:
-    if run_tour(machine) is not None:
+              seed: int | None, minimise: bool, start: float, with_tour: bool = True) -> Record:
+    if with_tour and run_tour(machine) is not None:
         record.seconds_to_failure = time.perf_counter() - start
+        record.killed_by = "tour"
         return record
     generate_only = settings(profile, phases=[Phase.explicit, Phase.reuse, Phase.generate,
                                               Phase.target])
@@ -839,6 +959,7 @@ def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: set
         if adapter is not None:
             raise adapter from None
         record.seconds_to_failure = time.perf_counter() - start
+        record.killed_by = "random"
         # Hypothesis replays the failing example last, so teardown recorded its steps.
         protocol, factory, instances, forbidden = record.spec
         try:
@@ -879,39 +1000,133 @@ def replay(protocol: Protocol, factory: AdapterFactory, instances: int, forbidde
     return None
 
 
+def model_history(protocol: Protocol, instances: int,
+                  steps: Sequence[Action]) -> list[tuple[Config, ...]] | None:
+    """The model's configurations before and after each step, or None when the model rejects
+    the list (a step it does not enable, or a refusal of something it allows)."""
+    configs = [protocol.initial_config()] * instances
+    out = [tuple(configs)]
+    for a in steps:
+        if not 0 <= a.instance < instances:
+            return None
+        c = configs[a.instance]
+        if a.forbidden:
+            if any(s.transition.trigger == a.trigger and dict(s.params) == dict(a.params)
+                   for s in protocol.enabled(c)):
+                return None
+        else:
+            try:
+                configs[a.instance] = protocol.fire(c, a.trigger, a.params).after
+            except IllegalTransition:
+                return None
+        out.append(tuple(configs))
+    return out
+
+
+def cycles(history: Sequence[tuple[Config, ...]]) -> list[tuple[int, int]]:
+    """Every stretch ``[j, k)`` of steps that returns the model to the configuration it left
+    (``history[j] == history[k]``), longest first: removing one leaves a run the model accepts."""
+    where: dict[tuple[Config, ...], list[int]] = {}
+    for n, configs in enumerate(history):
+        where.setdefault(configs, []).append(n)
+    found = [(j, k) for seen in where.values() for x, j in enumerate(seen) for k in seen[x + 1:]]
+    return sorted(found, key=lambda jk: (jk[0] - jk[1], jk[0]))
+
+
 def minimise_steps(protocol: Protocol, factory: AdapterFactory, instances: int,
                    forbidden: frozenset[str], steps: list[Action],
                    budget: int = REPLAY_BUDGET) -> list[Action]:
-    """Delta debugging (ddmin) over the action list, then single removals."""
+    """Shrink a failing action list by delta debugging, to a fixpoint or the budget.
+
+    Each round tries, in order: keeping one instance's steps alone or dropping one
+    instance's steps, cutting a cycle (a stretch of steps after which the model is
+    back in a configuration it was in before), ddmin over the list (removing chunks, then
+    their complements), and removing single steps anywhere (so non-adjacent steps go too).
+    Every candidate is first replayed on the model alone, which is cheap; only a valid run is
+    replayed on a fresh implementation, and only those count against ``budget``.
+    """
     spent = 0
+    tried: set[tuple[str, ...]] = set()
 
     def fails(candidate: list[Action]) -> bool:
         nonlocal spent
+        key = _path_text(candidate)
+        if key in tried or spent >= budget:
+            return False
+        tried.add(key)
+        if model_history(protocol, instances, candidate) is None:
+            return False
         spent += 1
         try:
             return replay(protocol, factory, instances, forbidden, candidate) is not None
         except Invalid:
             return False
 
-    n = 2
-    while len(steps) >= 2 and spent < budget:
-        size = math.ceil(len(steps) / n)
-        for k in range(n):
-            candidate = steps[:k * size] + steps[(k + 1) * size:]
-            if candidate != steps and fails(candidate):
-                steps, n = candidate, max(n - 1, 2)
-                break
-        else:
-            if n >= len(steps):
-                break
-            n = min(n * 2, len(steps))
-    k = 0
-    while k < len(steps) and spent < budget:
-        candidate = steps[:k] + steps[k + 1:]
-        if fails(candidate):
-            steps = candidate
-        else:
-            k += 1
+    def cut_cycles(steps: list[Action]) -> list[Action]:
+        progress = True
+        while progress and spent < budget:
+            progress = False
+            history = model_history(protocol, instances, steps)
+            if history is None:
+                return steps
+            for j, k in cycles(history):
+                candidate = steps[:j] + steps[k:]
+                if fails(candidate):
+                    steps, progress = candidate, True
+                    break
+        return steps
+
+    def ddmin(steps: list[Action]) -> list[Action]:
+        n = 2
+        while len(steps) >= 2 and spent < budget:
+            size = math.ceil(len(steps) / n)
+            chunks = [(k * size, min((k + 1) * size, len(steps))) for k in range(n)]
+            chunks = [(a, b) for a, b in chunks if a < b]
+            done = False
+            for a, b in chunks:  # a chunk alone (ddmin's "reduce to subset")
+                candidate = steps[a:b]
+                if len(chunks) > 1 and fails(candidate):
+                    steps, n, done = candidate, 2, True
+                    break
+            if not done:
+                for a, b in chunks:  # everything but a chunk ("reduce to complement")
+                    candidate = steps[:a] + steps[b:]
+                    if fails(candidate):
+                        steps, n, done = candidate, max(n - 1, 2), True
+                        break
+            if not done:
+                if n >= len(steps):
+                    break
+                n = min(n * 2, len(steps))
+        return steps
+
+    def singles(steps: list[Action]) -> list[Action]:
+        k = len(steps) - 1  # from the end: later steps depend on earlier ones, not back
+        while k >= 0 and spent < budget:
+            candidate = steps[:k] + steps[k + 1:]
+            if fails(candidate):
+                steps = candidate
+            k = min(k - 1, len(steps) - 1)
+        return steps
+
+    def instances_apart(steps: list[Action]) -> list[Action]:
+        # One instance's steps alone, then the run without one instance's steps: an
+        # interleaved story is a set of non-adjacent steps no chunk of the list covers.
+        for keep in sorted({a.instance for a in steps}):
+            candidate = [a for a in steps if a.instance == keep]
+            if len(candidate) < len(steps) and fails(candidate):
+                return candidate
+        for drop in sorted({a.instance for a in steps}):
+            candidate = [a for a in steps if a.instance != drop]
+            if candidate and fails(candidate):
+                return instances_apart(candidate)
+        return steps
+
+    while spent < budget:
+        before = len(steps)
+        steps = singles(ddmin(cut_cycles(instances_apart(steps))))
+        if len(steps) == before:
+            break
     return steps
 
 

@@ -17,6 +17,7 @@ not report.
 
 from __future__ import annotations
 
+import statistics
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -48,10 +49,11 @@ class MutantResult:
     steps: list[Action] | None  # the minimised counterexample when killed
     failure: str | None  # the kit's report (or the kit's own error when not killed)
     itf_path: Path | None = None  # the counterexample as an ITF trace, when killed
+    killed_by: str | None = None  # "tour" or "random" when killed
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "rule": self.rule, "killed": self.killed,
-                "seconds": round(self.seconds, 3),
+                "killed_by": self.killed_by, "seconds": round(self.seconds, 3),
                 "steps": None if self.steps is None else len(self.steps)}
 
 
@@ -67,6 +69,7 @@ class BaselineResult:
 class MutantsReport:
     mutants: list[MutantResult] = field(default_factory=list)
     baseline: list[BaselineResult] = field(default_factory=list)
+    tour: bool = True  # False: the directed tour was switched off, the random phase alone ran
 
     @property
     def killed(self) -> int:
@@ -85,10 +88,27 @@ class MutantsReport:
         """Every mutant killed and the baseline passed: what ``settled mutants`` exits 0 on."""
         return self.baseline_passed and self.killed == self.total
 
+    @property
+    def counterexample_lengths(self) -> list[int]:
+        """The step count of each killed mutant's minimised counterexample."""
+        return [len(m.steps) for m in self.mutants if m.killed and m.steps is not None]
+
     def to_json(self) -> dict[str, Any]:
         # Rule coverage is the whole catalogue's, whichever mutants this run chose.
+        lengths = sorted(self.counterexample_lengths)
         return {"mutants": [m.to_json() for m in self.mutants], "killed": self.killed,
                 "total": self.total, "baseline_passed": self.baseline_passed,
+                # over the killed mutants' minimised counterexamples; null when none was killed
+                "median_counterexample_steps": statistics.median(lengths) if lengths else None,
+                "longest_counterexample_steps": lengths[-1] if lengths else None,
+                "tour": self.tour,
+                "kills_by_phase": {phase: sum(m.killed_by == phase for m in self.mutants)
+                                   for phase in ("tour", "random")},
+                # killed / run, with the tour switched off (--no-tour); null when the tour ran,
+                # since the tour's kills then hide what the random phase would find alone
+                "random_only_kill_rate": (None if self.tour or not self.total
+                                          else round(self.killed / self.total, 3)),
+                # rule coverage is the whole catalogue's, whichever mutants this run chose
                 **rule_coverage().to_json()}
 
 
@@ -106,13 +126,16 @@ def select_mutants(names: Iterable[str] | None = None) -> list[Mutant]:
 
 
 def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str] | None = None,
-                progress: Progress | None = None, out: Path | None = None) -> MutantsReport:
-    """Run the baseline, then every (or every named) mutant's campaign, one after another."""
+                progress: Progress | None = None, out: Path | None = None,
+                tour: bool = True) -> MutantsReport:
+    """Run the baseline, then every (or every named) mutant's campaign, one after another;
+    ``tour=False`` runs the mutants' campaigns without the directed tour (the baseline keeps
+    it: it checks the implementation, not the random phase)."""
     mutants = select_mutants(names)
     machines = ([*SUITES, *SYSTEM_SUITES] if names is None
                 else sorted({m.machine for m in mutants}))
     total = len(machines) + len(mutants)
-    report = MutantsReport()
+    report = MutantsReport(tour=tour)
     for n, machine in enumerate(machines, start=1):
         if progress is not None:
             progress(n, total, f"baseline {machine}")
@@ -120,7 +143,7 @@ def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str]
     for n, mutant in enumerate(mutants, start=len(machines) + 1):
         if progress is not None:
             progress(n, total, mutant.name)
-        report.mutants.append(_mutant(mutant, profile, seed, out))
+        report.mutants.append(_mutant(mutant, profile, seed, out, tour))
     return report
 
 
@@ -130,15 +153,18 @@ def _suite(machine: str) -> Callable[..., Suite | SystemSuite]:
 
 
 def _campaign(suite: Suite | SystemSuite, name: str, profile: settings, seed: int | None,
-              out: Path | None = None) -> tuple[Record | None, float, str | None]:
+              out: Path | None = None,
+              tour: bool = True) -> tuple[Record | None, float, str | None]:
     """The campaign's record and duration, or (None, duration, the kit's own error).
 
     An adapter error is the kit's own error here: the bundled adapters broke their
     contract, which is neither a kill nor a pass."""
     start = time.perf_counter()
     try:
-        run = run_system_lockstep if isinstance(suite, SystemSuite) else run_lockstep
-        record = run(suite.lockstep(name), profile, seed=seed, out=out)
+        if isinstance(suite, SystemSuite):  # the system campaign's tour always runs
+            record = run_system_lockstep(suite.lockstep(name), profile, seed=seed, out=out)
+        else:
+            record = run_lockstep(suite.lockstep(name), profile, seed=seed, out=out, tour=tour)
     except Exception:  # the kit must not take the whole catalogue down with it
         return None, time.perf_counter() - start, f"the kit raised:\n{traceback.format_exc()}"
     if record.adapter_error is not None:
@@ -154,9 +180,9 @@ def _baseline(machine: str, suite: Suite | SystemSuite, profile: settings, seed:
 
 
 def _mutant(mutant: Mutant, profile: settings, seed: int | None,
-            out: Path | None = None) -> MutantResult:
+            out: Path | None = None, tour: bool = True) -> MutantResult:
     suite = _suite(mutant.machine)(mutant.adapter_class)
-    record, seconds, error = _campaign(suite, mutant.name, profile, seed, out)
+    record, seconds, error = _campaign(suite, mutant.name, profile, seed, out, tour)
     if record is None or record.failure is None:
         return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds, None, error)
     to_failure = record.seconds_to_failure if record.seconds_to_failure is not None else seconds
@@ -164,4 +190,4 @@ def _mutant(mutant: Mutant, profile: settings, seed: int | None,
     if record.counterexample_error:  # still a kill: the divergence was found, only not saved
         failure = f"{failure}\nCOUNTEREXAMPLE NOT SAVED: {record.counterexample_error}"
     return MutantResult(mutant.name, mutant.rule, mutant.machine, True, to_failure,
-                        list(record.steps), failure, record.itf_path)
+                        list(record.steps), failure, record.itf_path, record.killed_by)

@@ -38,7 +38,7 @@ from settled.impl._platform import (
     QueryResult,
     SyntheticPlatform,
 )
-from settled.impl._store import QueryStore
+from settled.impl._store import QueryStore, query_row
 from settled.impl._worker import Worker
 from settled.model import Protocol, build_query_machine
 from settled.model._core import Value
@@ -379,6 +379,13 @@ class QueryAdapter(Adapter):
         if status is None:
             return "rejected" if item.rejected else "not_received"
         return str(status.value)
+
+    def recorded_error(self, instance: int) -> str | None:
+        qid = self.items[instance].query_id
+        if qid is None:
+            return None
+        error = query_row(self.store._conn, qid)["error"]  # the store's own status() reads it so
+        return None if error is None else str(error)
 
     # ------------------------------------------------------------------ trace
     def trace_lines(self) -> Iterable[str]:

@@ -40,6 +40,9 @@ def mutants(
                                           "step list.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Folder for counterexamples "
                                                  "(default ./settled-counterexamples).")] = None,
+    no_tour: Annotated[bool, typer.Option("--no-tour", help="Switch the directed tour off: "
+                                          "the random phase alone hunts each mutant (the JSON's "
+                                          "random_only_kill_rate).")] = False,
 ) -> None:
     """Run every mutant of the implementation through the lockstep kit; all must be killed."""
     try:
@@ -53,11 +56,12 @@ def mutants(
         raise typer.Exit(2) from None
     start = time.perf_counter()
     if as_json:
-        report = run_mutants(settings, seed=seed, names=only or None, out=out_dir)
+        report = run_mutants(settings, seed=seed, names=only or None, out=out_dir,
+                             tour=not no_tour)
     else:
         with err.status("starting…") as status:
             report = run_mutants(settings, seed=seed, names=only or None, out=out_dir,
-                                 progress=lambda n, total, what: status.update(
+                                 tour=not no_tour, progress=lambda n, total, what: status.update(
                                      f"[{n}/{total}] {what}"))
     elapsed = time.perf_counter() - start
     if as_json:
@@ -71,10 +75,10 @@ def mutants(
 
 
 def _table(report: MutantsReport) -> Table:
-    table = Table("mutant", "rule", "killed", "seconds", "steps", title="settled mutants")
+    table = Table("mutant", "rule", "killed", "by", "seconds", "steps", title="settled mutants")
     for m in report.mutants:
         mark = "[green]✓[/green]" if m.killed else "[red]✗[/red]"
-        table.add_row(m.name, m.rule, mark, f"{m.seconds:.2f}",
+        table.add_row(m.name, m.rule, mark, m.killed_by or "-", f"{m.seconds:.2f}",
                       "-" if m.steps is None else str(len(m.steps)))
     return table
 
@@ -106,7 +110,8 @@ def _summary(report: MutantsReport, elapsed: float, profile_name: str, seed: int
     if report.killed < report.total:
         survivors = ", ".join(m.name for m in report.mutants if not m.killed)
         killed = f"[red]{killed}[/red] (survived: {survivors})"
-    run = f"profile {profile_name}" + ("" if seed is None else f", seed {seed}")
+    run = (f"profile {profile_name}" + ("" if seed is None else f", seed {seed}")
+           + ("" if report.tour else ", tour off: random phase only"))
     rules = rule_coverage()
     covered = (f"catalogue covers {len(rules.covered)}/{rules.total} breakable rules "
                f"(without a mutant: {', '.join(rules.missing) or 'none'}; "

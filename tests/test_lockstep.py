@@ -8,7 +8,10 @@ import pytest
 
 from settled.conformance._lockstep import (
     Action,
+    cycles,
     make_lockstep,
+    minimise_steps,
+    model_history,
     replay,
     run_lockstep,
     tour,
@@ -151,3 +154,110 @@ def test_a_long_campaign_finds_no_divergence(seed):
                           seed=seed)
     assert record.failure is None, record.failure
     assert not unfired(MODEL, record.fired)
+
+
+# --------------------------------------------------------------------------- shortest first
+def test_the_tour_is_ordered_shortest_path_first():
+    lengths = [len(p) for p in tour(MODEL, FORBIDDEN)]
+    assert lengths == sorted(lengths)
+
+
+def test_cycles_are_stretches_that_return_the_model_to_a_configuration():
+    a, b = MODEL.initial_config(), MODEL.fire(MODEL.initial_config(), *_first(MODEL)).after
+    history = [(a,), (b,), (a,), (b,)]
+    found = cycles(history)
+    assert set(found) == {(0, 2), (1, 3)}
+    assert model_history(MODEL, 1, [Action(0, "no-such-trigger", {})]) is None
+
+
+def _first(model):
+    s = next(iter(model.enabled(model.initial_config())))
+    return s.transition.trigger, s.params
+
+
+@pytest.mark.rule("Q14")
+def test_the_minimiser_cuts_cycles_and_scattered_padding_to_the_shortest_run():
+    """A failing run padded with detours on other instances and refusals anywhere shrinks to
+    the same length as the tour's shortest failing path."""
+    factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
+    shortest = next(p for p in tour(MODEL, FORBIDDEN)
+                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+    # Padding: another instance's story, interleaved step by step (non-adjacent steps), and
+    # refusals of what the model forbids on a third.
+    detour = next(d for p in reversed(tour(MODEL, FORBIDDEN))
+                  if (d := [Action(1, a.trigger, a.params) for a in p if not a.forbidden])
+                  and len(d) >= 4
+                  and replay(MODEL, factory, 3, FORBIDDEN, d) is None)
+    padded: list[Action] = []
+    for n, step in enumerate(shortest):
+        padded.extend(detour[n * 2:n * 2 + 2])
+        padded.append(step)
+    assert model_history(MODEL, 3, padded) is not None
+    assert replay(MODEL, factory, 3, FORBIDDEN, padded) is not None
+    steps = minimise_steps(MODEL, factory, 3, FORBIDDEN, padded)
+    assert len(steps) <= len(shortest) < len(padded)
+    assert replay(MODEL, factory, 3, FORBIDDEN, steps) is not None
+
+
+def _two_step_cycles(steps: list[Action]) -> list[Action]:
+    """``steps`` with, wherever the model allows one, a two-step detour back to where it was
+    (clarification asked, then answered) spliced in after each step."""
+    out: list[Action] = []
+    config = MODEL.initial_config()
+    for a in steps:
+        out.append(a)
+        config = MODEL.fire(config, a.trigger, a.params).after
+        for s1 in MODEL.enabled(config):
+            back = next((s2 for s2 in MODEL.enabled(s1.after)
+                         if s2.after == config and s1.after != config), None)
+            if back is not None:
+                out += [Action(0, s1.transition.trigger, s1.params),
+                        Action(0, back.transition.trigger, back.params)]
+                break
+    return out
+
+
+@pytest.mark.rule("Q14")
+def test_the_minimiser_cuts_two_step_cycles():
+    """Two-step cycles after every step: no single step of one can go (the model rejects the
+    rest); cutting cycles by model configuration removes them."""
+    factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
+    shortest = next(p for p in tour(MODEL, FORBIDDEN)
+                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+    padded = _two_step_cycles(shortest)
+    assert len(padded) >= len(shortest) + 4
+    assert cycles(model_history(MODEL, 3, padded))
+    steps = minimise_steps(MODEL, factory, 3, FORBIDDEN, padded)
+    assert len(steps) <= len(shortest)
+    assert replay(MODEL, factory, 3, FORBIDDEN, steps) is not None
+
+
+# --------------------------------------------------------------------------- messages that explain
+@pytest.mark.rule("Q14")
+def test_a_divergence_names_the_step_rules_the_broken_invariant_and_the_recorded_error():
+    factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
+    shortest = next(p for p in tour(MODEL, FORBIDDEN)
+                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+    message = replay(MODEL, factory, 3, FORBIDDEN, shortest)
+    assert message is not None
+    assert "differs from the model" in message
+    assert "the step was submit_response_lost (rules Q14" in message
+    assert "invariant failed_needs_evidence (rules Q14" in message
+    # The worker's own error text, not only the differing state.
+    assert "the implementation recorded the error: no answer" in message
+
+
+def test_an_unrefused_action_names_the_failing_guard_conjunct_and_its_rules():
+    class AcceptsAnything(QueryAdapter):
+        def perform(self, instance, trigger, params):
+            if trigger == "confirm" and params.get("quote") == "part":
+                return None  # neither refuses nor does anything
+            return super().perform(instance, trigger, params)
+
+    factory = lambda: AcceptsAnything(3, 2)  # noqa: E731
+    probe = next(p for p in tour(MODEL, FORBIDDEN)
+                 if p[-1].forbidden and p[-1].trigger == "confirm"
+                 and p[-1].params.get("quote") == "part")
+    message = replay(MODEL, factory, 3, FORBIDDEN, probe)
+    assert message is not None and "did not refuse" in message
+    assert "guard quote_whole fails" in message and "Q5" in message

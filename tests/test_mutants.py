@@ -169,11 +169,13 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
     report = json.loads(result.stdout)
     assert set(report) == {"mutants", "killed", "total", "baseline_passed",
                            "rules_with_mutants", "rules_total", "rules_ratio",
-                           "rules_total_divides_by", "rules_without_mutants", "rules_excluded"}
+                           "rules_total_divides_by", "rules_without_mutants", "rules_excluded",
+                           "median_counterexample_steps", "longest_counterexample_steps",
+                           "tour", "kills_by_phase", "random_only_kill_rate"}
     # Rule coverage is the whole catalogue's, not the one mutant this run chose.
     assert report["rules_with_mutants"] == len(rule_coverage().covered) > 1
     [mutant] = report["mutants"]
-    assert set(mutant) == {"name", "rule", "killed", "seconds", "steps"}
+    assert set(mutant) == {"name", "rule", "killed", "killed_by", "seconds", "steps"}
     assert mutant["name"] == "T2-condition-update-keeps-drafts" and mutant["rule"] == "T2"
     assert mutant["killed"] is True and isinstance(mutant["steps"], int)
     assert isinstance(mutant["seconds"], float)
@@ -203,3 +205,26 @@ def test_the_ci_campaign_kills_the_whole_catalogue_and_passes_the_baseline(seed:
                  if not m.killed and m.name not in KIT_BLIND_SPOTS}
     assert not survivors, f"seed {seed}: the ci campaign let these survive: {survivors}"
     assert report.total == len(all_mutants())
+
+
+# --------------------------------------------------------------------------- the random phase alone
+def test_the_random_phase_alone_can_kill_and_says_so(tmp_path: Path) -> None:
+    """With the tour switched off a mutant a few random steps reach is still killed, and the
+    report credits the random phase and gives the random-only kill rate."""
+    report = _mutants_run.run_mutants(profile("ci"), seed=SEED,
+                                      names=["Q14-lost-response-recorded-as-failed"],
+                                      out=tmp_path, tour=False)
+    (m,) = report.mutants
+    assert m.killed and m.killed_by == "random", m.failure
+    doc = report.to_json()
+    assert doc["tour"] is False and doc["random_only_kill_rate"] == 1.0
+    assert doc["kills_by_phase"] == {"tour": 0, "random": 1}
+
+
+def test_with_the_tour_on_the_report_gives_no_random_only_rate(tmp_path: Path) -> None:
+    report = _mutants_run.run_mutants(profile("dev"), seed=SEED,
+                                      names=["Q5-partial-quote-accepted"], out=tmp_path)
+    doc = report.to_json()
+    assert doc["mutants"][0]["killed_by"] == "tour"
+    assert doc["random_only_kill_rate"] is None
+    assert doc["median_counterexample_steps"] == doc["longest_counterexample_steps"] == 2
