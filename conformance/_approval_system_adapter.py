@@ -15,6 +15,7 @@ every step is atomic) does not model; see ``model/systems.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,8 @@ class ApprovalSystemAdapter(ApprovalAdapter):
     def _item(self, n: int) -> _Item:
         item = super()._item(n)
         order = _Order(n)
-        for name in ("worker", "clock", "tools", "proposed_at", "stock_moved", "order_id"):
-            setattr(order, name, getattr(item, name))
+        for f in dataclasses.fields(item):  # everything the setup made for this instance
+            setattr(order, f.name, getattr(item, f.name))
         return order
 
     def propose(self, item: _Item, params: Mapping[str, Any]) -> None:

@@ -34,7 +34,7 @@ from settled.model.query import LIVE
 from settled.model.systems import build_query_system
 
 from ._adapter import Refused
-from ._query_adapter import CLOCK, MESSAGE_TEXT, QueryAdapter, _side_notification
+from ._query_adapter import CLOCK, MESSAGE_TEXT, QUOTE_TEXT, QueryAdapter, _side_notification
 
 SESSION, USER = "session-0", "user-0"
 NEW_MESSAGE = "wait, by day"
@@ -148,9 +148,9 @@ class QuerySystemAdapter(QueryAdapter):
         draft = query.draft_version + (params["draft_version"] == "stale")
         condition = query.condition_version + (params["condition_version"] == "stale")
         message, quote = item.message, MESSAGE_TEXT
-        if params["quote"] == "part":
-            quote = "execute"
-        elif params["quote"] == "notification":
+        if params["quote"] != "notification":
+            quote = QUOTE_TEXT[str(params["quote"])]  # whole, padded, recased or a part (Q5)
+        else:
             message = self._notification_message(item)
             quote = self.store.message(message).text
         self.store.confirm(qid, draft, condition, quote, message, item.run)
