@@ -25,7 +25,11 @@ def writable_file(path: Path) -> None:
     """Prove ``path`` can be written without creating or truncating it."""
     if path.is_dir():
         raise OutputPathError(f"{path} is a folder; name a file to write")
-    writable_dir(path.parent if str(path.parent) else Path("."))
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():  # a mistyped folder is an error, not something to create
+        raise OutputPathError(f"cannot write {path}: the folder {parent} does not exist; "
+                              "create it first or choose another path")
+    writable_dir(parent)
     if path.exists():
         try:
             with path.open("ab"):

@@ -82,7 +82,15 @@ def main() -> None:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache / "settled" / "hypothesis"))
     _load(sys.argv[1:])
-    sys.exit(_run(sys.argv[1:]))
+    try:
+        code = _run(sys.argv[1:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader closed our standard output early (``settled explore --json | head``):
+        # say nothing more, and exit 141 (128 + SIGPIPE), as the shell does for a closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
+    sys.exit(code)
 
 
 def _click_errors() -> tuple[type[Exception], type[Exception], type[Exception]]:

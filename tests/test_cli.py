@@ -172,3 +172,31 @@ def test_a_store_that_is_no_store_is_one_line_with_exit_2(monkeypatch: pytest.Mo
     monkeypatch.setenv("SETTLED_STORE", "nonsense")
     done = _settled("verify")
     assert done.returncode == 2 and "'nonsense'" in done.stderr
+
+
+def test_a_closed_pipe_is_exit_141_and_silent(tmp_path: Path) -> None:
+    """The reader stops early (``| head``): no traceback, the shell's code for a closed pipe."""
+    import subprocess
+    import sys
+
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "settled.cli", "explore", "query", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert reader.stdout is not None
+    reader.stdout.read(10)
+    reader.stdout.close()  # like head -c 10
+    _, err = reader.communicate(timeout=300)
+    assert reader.returncode in (0, 141), err
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+def test_an_output_file_in_a_missing_folder_is_refused_not_created(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    target = tmp_path / "no" / "such" / "folder" / "graph.json"
+    out = subprocess.run([sys.executable, "-m", "settled.cli", "explore", "approval", "--graph",
+                          str(target)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "does not exist" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "no").exists()

@@ -60,3 +60,16 @@ def test_reviewing_guide_quotes_a_real_counterexample_and_the_real_focused_diagr
         "query.coverage", "approval.coverage"}
     assert named == {f"{p.name}.{s}" for p in MACHINES.values()
                      for s in _diagrams.focused_states(p)}
+
+
+def test_the_adapter_contract_tables_are_the_declarations() -> None:
+    """conformance/README.md's trigger and variable tables are generated from the models;
+    a machine added or changed without regenerating them fails here."""
+    from settled._contract_doc import README, with_section
+
+    text = README.read_text(encoding="utf-8")
+    assert text == with_section(text), "run: python -m settled._contract_doc"
+    from settled.model import MACHINES
+
+    for name in MACHINES:
+        assert f"### `{name}`" in text
