@@ -26,7 +26,10 @@ def writable_file(path: Path) -> None:
     if path.is_dir():
         raise OutputPathError(f"{path} is a folder; name a file to write")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():  # a mistyped folder is an error, not something to create
+    if parent.exists() and not parent.is_dir():
+        raise OutputPathError(f"cannot write into {parent}: it is not a folder; choose another "
+                              "path")
+    if not parent.exists():  # a mistyped folder is an error, not something to create
         raise OutputPathError(f"cannot write {path}: the folder {parent} does not exist; "
                               "create it first or choose another path")
     writable_dir(parent)
