@@ -105,6 +105,12 @@ def _run(argv: list[str]) -> int:
     usage_error, click_error, abort = _click_errors()
     try:
         result = app(args=argv, prog_name="settled", standalone_mode=False)
+    except SystemExit as e:
+        # Click answers a closed standard output (EPIPE) by wrapping stdout and exiting 1,
+        # which would read as "a check found a problem": report the closed pipe instead.
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            return 141
+        raise
     except usage_error as e:
         if type(e).__name__ == "NoArgsIsHelpError":
             app(args=argv, prog_name="settled")  # prints the help and exits 2, as before

@@ -103,12 +103,14 @@ def _campaign(suite: Any, profile_name: str) -> None:
     assert record.trace_failure is None and record.trace_events > 0
 
 
+@pytest.mark.slow  # a minute of PostgreSQL commits; the race, fencing and crash tests stay default
 @pytest.mark.rule("Q11")
 @pytest.mark.rule("Q12")
 def test_the_query_lockstep_suite_passes_on_postgresql(pg_url: str, counterexamples: Path) -> None:
     _campaign(query_suite(store=pg_url), "dev")
 
 
+@pytest.mark.slow
 @pytest.mark.rule("W2")
 @pytest.mark.rule("W6")
 def test_the_approval_lockstep_suite_passes_on_postgresql(pg_url: str,
