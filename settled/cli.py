@@ -105,7 +105,7 @@ def _run(argv: list[str]) -> int:
     usage_error, click_error, abort = _click_errors()
     try:
         result = app(args=argv, prog_name="settled", standalone_mode=False)
-    except SystemExit as e:
+    except SystemExit:
         # Click answers a closed standard output (EPIPE) by wrapping stdout and exiting 1,
         # which would read as "a check found a problem": report the closed pipe instead.
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
