@@ -320,6 +320,7 @@ class ApprovalAdapter(Adapter):
         self._read = sqlite3.connect(self.checkpoint_path.resolve().as_uri() + "?mode=ro",
                                      uri=True, isolation_level=None)
         self._read.row_factory = sqlite3.Row
+        self._first_results: dict[str, list[Any]] = {}  # per call: the business records' results
         self.items = [self._item(n) for n in range(instances)]
         self._closed = False
 
@@ -569,7 +570,11 @@ class ApprovalAdapter(Adapter):
         if row["result"] is None:
             return "none"
         first = [json.loads(r["result"]) for r in self._recorded(row)]
-        return "first" if json.loads(row["result"]) in first else "rebuilt"
+        # A retention purge (W8) may remove the record later; what it held when the result
+        # was checkpointed is what the result is compared with, so keep it per call.
+        known = self._first_results.setdefault(row["call_id"], [])
+        known.extend(x for x in first if x not in known)
+        return "first" if json.loads(row["result"]) in known else "rebuilt"
 
     def _deadline_passed(self, item: _Item, row: sqlite3.Row) -> bool:
         if row["state"] == "pending_approval":
