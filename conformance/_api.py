@@ -27,7 +27,6 @@ from ._lockstep import (
     STEPS_SCHEMA,
     Action,
     Contract,
-    Invalid,
     declared_cases,
     declared_edges,
     make_lockstep,
@@ -39,6 +38,7 @@ from ._lockstep import (
 )
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
+from ._shrink import Invalid
 
 AdapterFactory = Callable[[], Adapter]
 

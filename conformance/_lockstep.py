@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +48,7 @@ from settled.model._core import Value
 
 from . import _itf
 from ._adapter import Adapter, AdapterError, Refused
+from ._shrink import Divergence, Invalid, cut_at_divergence, longest_paths, run_steps, shrink
 from ._trace import TraceError, check_lines
 
 AdapterFactory = Callable[[], Adapter]
@@ -71,14 +71,6 @@ class Action:
         args = " ".join(f"{k}={v}" for k, v in self.params.items())
         head = "refuse " if self.forbidden else ""
         return f"{head}q{self.instance} {self.trigger}" + (f" {args}" if args else "")
-
-
-class Divergence(AssertionError):
-    """The implementation and the model disagree."""
-
-
-class Invalid(Exception):
-    """A replayed action list the model itself does not accept (a minimiser candidate)."""
 
 
 def transition_label(t: Transition) -> str:
@@ -776,7 +768,7 @@ def directed_tour(protocol: Protocol,
                   forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
     """For every transition, the shortest run of one instance that fires it, and that run
     extended by each step that can follow it; for every edge, guard alternative and value of
-    a two-valued variable at an edge, the shortest run that fires it; and for every
+    a variable of at most three values at an edge, the shortest run that fires it; and for every
     guard of a transition a caller may be refused, the shortest run to a state where that
     guard alone refuses it, ending in the refused action.
 
@@ -789,14 +781,20 @@ def directed_tour(protocol: Protocol,
     frontier, paths, probes = [start], {}, {}
     pairs: dict[tuple[str, str], list[Action]] = {}
     ways: dict[tuple[str, ...], list[Action]] = {}
-    # Every edge is also fired with each value of each two-valued variable where it can be:
-    # a cancel request, a clarification, a re-run change what a step must do (Q21: success
-    # stands over a cancel request), and a random campaign may miss the combination.
-    flags = [v.name for v in protocol.variables if not v.ghost and len(v.domain) == 2]
+    # Every edge is also fired with each value of each variable of at most three values where
+    # it can be: a cancel request, a clarification, a re-run, a task version moved on by a
+    # condition update change what a step must do (Q21: success stands over a cancel
+    # request; Q24: a late result leaves a moved task's phase alone), and a random campaign
+    # may miss the combination. (Wider domains: counters, epochs, lease tables, would more
+    # than double the tour; the random phase covers them.)
+    flags = [v.name for v in protocol.variables if not v.ghost and len(v.domain) <= 3]
+    refusals = _Refusals(protocol, forbidden)
     while frontier:
         nxt = []
         for c in frontier:
-            for s in protocol.enabled(c):
+            v = protocol.view(c)
+            here = list(protocol.enabled(c))
+            for s in here:
                 label = transition_label(s.transition)
                 action = Action(0, s.transition.trigger, s.params)
                 if label not in paths:
@@ -810,17 +808,17 @@ def directed_tour(protocol: Protocol,
                 # Every edge (from, to, trigger) and every alternative of a disjunctive guard
                 # gets its own shortest run: a transition with several sources or ways in is
                 # not covered by firing it once.
-                v = protocol.view(c)
-                for key in (("edge", *edge_key(c, s)),
+                edge = edge_key(c, s)
+                for key in (("edge", *edge),
                             *(("case", label, g.name, case) for g in s.transition.guards
                               if (case := g.case(v, s.params)) is not None),
-                            *(("flag", *edge_key(c, s), f, repr(v[f])) for f in flags)):
+                            *(("flag", *edge, f, v[f]) for f in flags)):
                     if key not in ways:
                         ways[key] = [*_path_to(parent, c), action]
                 if s.after not in parent:
                     parent[s.after] = (c, action)
                     nxt.append(s.after)
-            for refusal, refused in _refusals(protocol, c, forbidden):
+            for refusal, refused in refusals(c, v, here):
                 if refusal not in probes:
                     probes[refusal] = [*_path_to(parent, c), refused]
         frontier = nxt
@@ -834,32 +832,55 @@ def directed_tour(protocol: Protocol,
             more.append(ways[k])
     everything = (fires + more + [pairs[k] for k in sorted(pairs)]
                   + [probes[k] for k in sorted(probes)])
-    # Shortest first (stable: equal lengths keep the order above), so the first failing
-    # path, the one reported, is as short as the tour can make it.
-    return sorted(everything, key=len)
+    # Only the paths that start no other one: the longer one checks the same steps
+    # (:func:`._shrink.longest_paths`). Shortest first, and a failing path is cut at the
+    # step that diverged (run_tour), so the one reported is as short as the tour makes it.
+    return longest_paths(everything)
 
 
 def _path_text(path: Sequence[Action]) -> tuple[str, ...]:
     return tuple(a.text() for a in path)
 
 
-def _refusals(protocol: Protocol, c: Config,
-              forbidden: frozenset[str]) -> list[tuple[tuple[str, str, str], Action]]:
-    """(transition, guard, params) → a forbidden action refused here by that guard alone."""
-    if not forbidden:
-        return []
-    v = protocol.view(c)
-    enabled = {(s.transition.trigger, tuple(s.params.items())) for s in protocol.enabled(c)}
-    out = []
-    for t in protocol.transitions_from(c.state):
-        if t.trigger not in forbidden:
-            continue
-        for params in t.param_choices():
-            failing = [g for g in t.guards if not g(v, params)]
-            if len(failing) == 1 and (t.trigger, tuple(params.items())) not in enabled:
-                key = (transition_label(t), failing[0].name, repr(sorted(params.items())))
-                out.append((key, Action(0, t.trigger, params, forbidden=True)))
-    return out
+class _Refusals:
+    """(transition, guard, params) → a forbidden action refused in a configuration by that
+    guard alone. Worked out once per state, set of enabled steps and values of the variables
+    the forbidden transitions' guards read: most configurations of a search share them."""
+
+    def __init__(self, protocol: Protocol, forbidden: frozenset[str]) -> None:
+        self.protocol, self.forbidden = protocol, forbidden
+        guards = [g for t in protocol.transitions if t.trigger in forbidden for g in t.guards]
+        names = [v.name for v in protocol.variables]
+        reads = {r for g in guards for r in g.reads}
+        # A guard that declares no reads may read anything: then every variable counts.
+        self.reads = (names if any(not g.reads for g in guards)
+                      else [n for n in names if n in reads])
+        self.memo: dict[tuple[Any, ...], list[tuple[tuple[str, str, str], Action]]] = {}
+
+    def __call__(self, c: Config, v: Mapping[str, Value],
+                 here: Sequence[Any]) -> list[tuple[tuple[str, str, str], Action]]:
+        if not self.forbidden:
+            return []
+        enabled = frozenset((s.transition.trigger, tuple(s.params.items())) for s in here)
+        key = (c.state, enabled, tuple(v[n] for n in self.reads))
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._work_out(c, v, enabled)
+        return found
+
+    def _work_out(self, c: Config, v: Mapping[str, Value],
+                  enabled: frozenset[tuple[str, tuple[tuple[str, Value], ...]]]
+                  ) -> list[tuple[tuple[str, str, str], Action]]:
+        out = []
+        for t in self.protocol.transitions_from(c.state):
+            if t.trigger not in self.forbidden:
+                continue
+            for params in t.param_choices():
+                failing = [g for g in t.guards if not g(v, params)]
+                if len(failing) == 1 and (t.trigger, tuple(params.items())) not in enabled:
+                    key = (transition_label(t), failing[0].name, repr(sorted(params.items())))
+                    out.append((key, Action(0, t.trigger, params, forbidden=True)))
+        return out
 
 
 def _path_to(parent: Mapping[Config, tuple[Config, Action] | None], c: Config) -> list[Action]:
@@ -885,7 +906,9 @@ def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
         record.trace_events += runs[0].trace_events
         record.trace_failure = record.trace_failure or runs[0].trace_problem
         if message is not None:
-            return _failed(record, machine.__name__, path, message, minimise=True)
+            cut = cut_at_divergence(path, len(runs[0].steps), lambda c: replay(
+                protocol, factory, instances, forbidden, c) is not None)
+            return _failed(record, machine.__name__, cut, message, minimise=True)
     return None
 
 
@@ -983,21 +1006,7 @@ def replay(protocol: Protocol, factory: AdapterFactory, instances: int, forbidde
     run = Runner(protocol, factory, instances, forbidden)
     if keep is not None:
         keep.append(run)
-    try:
-        for action in steps:
-            run.apply(action)
-            run.check()
-    except Divergence as exc:
-        run.adapter.close()
-        return str(exc)
-    except (Invalid, AdapterError):
-        run.adapter.close()
-        raise
-    try:
-        run.finish()
-    except Divergence as exc:
-        return str(exc)
-    return None
+    return run_steps(run, steps)
 
 
 def model_history(protocol: Protocol, instances: int,
@@ -1023,111 +1032,14 @@ def model_history(protocol: Protocol, instances: int,
     return out
 
 
-def cycles(history: Sequence[tuple[Config, ...]]) -> list[tuple[int, int]]:
-    """Every stretch ``[j, k)`` of steps that returns the model to the configuration it left
-    (``history[j] == history[k]``), longest first: removing one leaves a run the model accepts."""
-    where: dict[tuple[Config, ...], list[int]] = {}
-    for n, configs in enumerate(history):
-        where.setdefault(configs, []).append(n)
-    found = [(j, k) for seen in where.values() for x, j in enumerate(seen) for k in seen[x + 1:]]
-    return sorted(found, key=lambda jk: (jk[0] - jk[1], jk[0]))
-
-
 def minimise_steps(protocol: Protocol, factory: AdapterFactory, instances: int,
                    forbidden: frozenset[str], steps: list[Action],
                    budget: int = REPLAY_BUDGET) -> list[Action]:
-    """Shrink a failing action list by delta debugging, to a fixpoint or the budget.
-
-    Each round tries, in order: keeping one instance's steps alone or dropping one
-    instance's steps, cutting a cycle (a stretch of steps after which the model is
-    back in a configuration it was in before), ddmin over the list (removing chunks, then
-    their complements), and removing single steps anywhere (so non-adjacent steps go too).
-    Every candidate is first replayed on the model alone, which is cheap; only a valid run is
-    replayed on a fresh implementation, and only those count against ``budget``.
-    """
-    spent = 0
-    tried: set[tuple[str, ...]] = set()
-
-    def fails(candidate: list[Action]) -> bool:
-        nonlocal spent
-        key = _path_text(candidate)
-        if key in tried or spent >= budget:
-            return False
-        tried.add(key)
-        if model_history(protocol, instances, candidate) is None:
-            return False
-        spent += 1
-        try:
-            return replay(protocol, factory, instances, forbidden, candidate) is not None
-        except Invalid:
-            return False
-
-    def cut_cycles(steps: list[Action]) -> list[Action]:
-        progress = True
-        while progress and spent < budget:
-            progress = False
-            history = model_history(protocol, instances, steps)
-            if history is None:
-                return steps
-            for j, k in cycles(history):
-                candidate = steps[:j] + steps[k:]
-                if fails(candidate):
-                    steps, progress = candidate, True
-                    break
-        return steps
-
-    def ddmin(steps: list[Action]) -> list[Action]:
-        n = 2
-        while len(steps) >= 2 and spent < budget:
-            size = math.ceil(len(steps) / n)
-            chunks = [(k * size, min((k + 1) * size, len(steps))) for k in range(n)]
-            chunks = [(a, b) for a, b in chunks if a < b]
-            done = False
-            for a, b in chunks:  # a chunk alone (ddmin's "reduce to subset")
-                candidate = steps[a:b]
-                if len(chunks) > 1 and fails(candidate):
-                    steps, n, done = candidate, 2, True
-                    break
-            if not done:
-                for a, b in chunks:  # everything but a chunk ("reduce to complement")
-                    candidate = steps[:a] + steps[b:]
-                    if fails(candidate):
-                        steps, n, done = candidate, max(n - 1, 2), True
-                        break
-            if not done:
-                if n >= len(steps):
-                    break
-                n = min(n * 2, len(steps))
-        return steps
-
-    def singles(steps: list[Action]) -> list[Action]:
-        k = len(steps) - 1  # from the end: later steps depend on earlier ones, not back
-        while k >= 0 and spent < budget:
-            candidate = steps[:k] + steps[k + 1:]
-            if fails(candidate):
-                steps = candidate
-            k = min(k - 1, len(steps) - 1)
-        return steps
-
-    def instances_apart(steps: list[Action]) -> list[Action]:
-        # One instance's steps alone, then the run without one instance's steps: an
-        # interleaved story is a set of non-adjacent steps no chunk of the list covers.
-        for keep in sorted({a.instance for a in steps}):
-            candidate = [a for a in steps if a.instance == keep]
-            if len(candidate) < len(steps) and fails(candidate):
-                return candidate
-        for drop in sorted({a.instance for a in steps}):
-            candidate = [a for a in steps if a.instance != drop]
-            if candidate and fails(candidate):
-                return instances_apart(candidate)
-        return steps
-
-    while spent < budget:
-        before = len(steps)
-        steps = singles(ddmin(cut_cycles(instances_apart(steps))))
-        if len(steps) == before:
-            break
-    return steps
+    """Shrink a failing action list (:func:`._shrink.shrink`, the model's configurations
+    from :func:`model_history`), to a fixpoint or ``budget`` replays."""
+    return shrink(steps,
+                  lambda c: replay(protocol, factory, instances, forbidden, c) is not None,
+                  lambda c: model_history(protocol, instances, c), budget)
 
 
 def failure_text(name: str, message: str, steps: Sequence[Action]) -> str:

@@ -37,7 +37,6 @@ transitions and system steps no run fired.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,8 +58,6 @@ from ._lockstep import (
     REPLAY_BUDGET,
     Action,
     CounterexampleWriteError,
-    Divergence,
-    Invalid,
     Record,
     Runner,
     _adapter_error,
@@ -72,6 +69,7 @@ from ._lockstep import (
     expected_projection,
     transition_label,
 )
+from ._shrink import Divergence, Invalid, cut_at_divergence, longest_paths, run_steps, shrink
 
 AdapterFactory = Callable[[], Adapter]
 STEPS_SCHEMA = "settled.system-lockstep-steps/1"
@@ -465,7 +463,7 @@ def system_tour(system: System, forbidden: frozenset[str]) -> list[list[SystemAc
     for shared, (config, path) in sorted(firsts.items(), key=lambda kv: repr(kv[0])):
         if shared != start.shared:
             _tour_search(system, plans, forbidden, config, path, goals)
-    return [goals[k] for k in sorted(goals, key=repr)]
+    return longest_paths([goals[k] for k in sorted(goals, key=repr)])
 
 
 def _tour_search(system: System, plans: SystemPlans, forbidden: frozenset[str],
@@ -567,7 +565,10 @@ def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
             record.trace_events += keep[0].trace_events
             record.examples += 1
             if found is not None:
-                record.failing_steps = list(path)
+                cut: list[SystemAction] = cut_at_divergence(
+                    path, len(keep[0].steps),
+                    lambda c: replay_steps(system, factory, forbidden, c) is not None)
+                record.failing_steps = list(cut)
                 raise Divergence(found)
         test()
     except Exception as exc:
@@ -611,56 +612,38 @@ def replay_steps(system: System, factory: AdapterFactory, forbidden: frozenset[s
     run = SystemRunner(system, factory, forbidden)
     if keep is not None:
         keep.append(run)
-    try:
-        for action in steps:
-            run.apply(action)
-            run.check()
-    except Divergence as exc:
-        run.adapter.close()
-        return str(exc)
-    except (Invalid, AdapterError):
-        run.adapter.close()
-        raise
-    try:
-        run.finish()
-    except Divergence as exc:
-        return str(exc)
-    return None
+    return run_steps(run, steps)
+
+
+def system_history(system: System, steps: Sequence[SystemAction]) -> list[SystemConfig] | None:
+    """The system model's configurations before and after each step, or None when the model
+    rejects the list (a step it does not enable, a refusal of something it allows, or a
+    refusal quoting a value the system's state decides otherwise)."""
+    plans = plans_for(system)
+    config = system.initial_config()
+    out = [config]
+    for a in steps:
+        found = plans.enabled(config).get(_key(a))
+        if a.forbidden:
+            sv = system.shared_view(config)
+            if found is not None or any(b.param in a.params and a.params[b.param] != b.fn(sv)
+                                        for b in system.bind):
+                return None
+        elif found is None:
+            return None
+        else:
+            config = found[1].after
+        out.append(config)
+    return out
 
 
 def minimise_steps(system: System, factory: AdapterFactory, forbidden: frozenset[str],
                    steps: list[SystemAction], budget: int = REPLAY_BUDGET) -> list[SystemAction]:
-    """Delta debugging (ddmin) over the step list, then single removals."""
-    spent = 0
-
-    def fails(candidate: list[SystemAction]) -> bool:
-        nonlocal spent
-        spent += 1
-        try:
-            return replay_steps(system, factory, forbidden, candidate) is not None
-        except Invalid:
-            return False
-
-    n = 2
-    while len(steps) >= 2 and spent < budget:
-        size = math.ceil(len(steps) / n)
-        for k in range(n):
-            candidate = steps[:k * size] + steps[(k + 1) * size:]
-            if candidate != steps and fails(candidate):
-                steps, n = candidate, max(n - 1, 2)
-                break
-        else:
-            if n >= len(steps):
-                break
-            n = min(n * 2, len(steps))
-    k = 0
-    while k < len(steps) and spent < budget:
-        candidate = steps[:k] + steps[k + 1:]
-        if fails(candidate):
-            steps = candidate
-        else:
-            k += 1
-    return steps
+    """Shrink a failing system run with the machine lockstep's minimiser
+    (:func:`._shrink.shrink`): instances apart, cycles cut, ddmin, single steps."""
+    return shrink(steps,
+                  lambda c: replay_steps(system, factory, forbidden, c) is not None,
+                  lambda c: system_history(system, c), budget)
 
 
 def write_steps(system: System, name: str, message: str, steps: Sequence[SystemAction],

@@ -8,7 +8,6 @@ import pytest
 
 from settled.conformance._lockstep import (
     Action,
-    cycles,
     make_lockstep,
     minimise_steps,
     model_history,
@@ -22,6 +21,7 @@ from settled.conformance._lockstep import (
 )
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
+from settled.conformance._shrink import cycles
 from settled.impl._errors import PlatformUnavailable
 from settled.impl._events import apply_step
 from settled.impl._worker import Worker
@@ -44,15 +44,25 @@ def counterexamples(tmp_path, monkeypatch):
 
 def test_the_tour_reaches_every_transition_of_the_model():
     paths = tour(MODEL)
-    assert {transition_label(_transition_of(p)) for p in paths} == {
+    assert {transition_label(t) for p in paths for t in _transitions_of(p)} == {
         transition_label(t) for t in MODEL.transitions}
 
 
-def _transition_of(path: list[Action]):
+def test_the_tour_keeps_only_paths_that_start_no_other():
+    texts = [tuple(a.text() for a in p) for p in tour(MODEL)]
+    assert len(set(texts)) == len(texts)
+    assert not {t[:k] for t in texts for k in range(1, len(t))} & set(texts)
+    assert [len(t) for t in texts] == sorted(len(t) for t in texts)
+
+
+def _transitions_of(path: list[Action]):
     config = MODEL.initial_config()
-    for a in path[:-1]:
-        config = MODEL.fire(config, a.trigger, a.params).after
-    return MODEL.fire(config, path[-1].trigger, path[-1].params).transition
+    for a in path:
+        if a.forbidden:
+            continue
+        step = MODEL.fire(config, a.trigger, a.params)
+        config = step.after
+        yield step.transition
 
 
 @pytest.mark.rule("Q11")
@@ -236,9 +246,9 @@ def test_the_minimiser_cuts_two_step_cycles():
 @pytest.mark.rule("Q14")
 def test_a_divergence_names_the_step_rules_the_broken_invariant_and_the_recorded_error():
     factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
-    shortest = next(p for p in tour(MODEL, FORBIDDEN)
-                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
-    message = replay(MODEL, factory, 3, FORBIDDEN, shortest)
+    lost = next(p[:k + 1] for p in tour(MODEL, FORBIDDEN) for k, a in enumerate(p)
+                if a.trigger == "submit_response_lost")  # the first lost answer of the tour
+    message = replay(MODEL, factory, 3, FORBIDDEN, lost)
     assert message is not None
     assert "differs from the model" in message
     assert "the step was submit_response_lost (rules Q14" in message

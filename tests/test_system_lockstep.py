@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from settled.conformance import AdapterError, lockstep
-from settled.conformance._lockstep import Invalid
 from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
 from settled.conformance._query_system_adapter import QuerySystemAdapter, query_system
+from settled.conformance._shrink import Invalid
 from settled.conformance._suites import SYSTEM_SUITES, query_suite
 from settled.conformance._system_lockstep import (
     SYSTEM,
@@ -21,7 +21,10 @@ from settled.conformance._system_lockstep import (
     SystemRunner,
     check_system_observation,
     load_steps,
+    minimise_steps,
+    plans_for,
     replay_steps,
+    system_history,
     system_tour,
 )
 from settled.conformance.mutants.query_system import (
@@ -142,6 +145,35 @@ def test_the_system_lockstep_can_fail_a_shared_state_mutant_is_caught(store: typ
     assert _replay(system, QuerySystemAdapter, steps) is None
 
 
+def test_a_system_counterexample_is_shrunk_by_the_machine_lockstep_s_minimiser(
+        system: Any, tmp_path: Path) -> None:
+    """Steps after the divergence go: the system's runs are shrunk by the same minimiser as
+    a machine's (instances apart, cycles cut, ddmin, single steps)."""
+    report = lockstep(_adapter(UpdateInvalidatesNewestDraftOnly), profile="dev", seed=0,
+                      out=tmp_path)
+    failing = list(report.steps)
+    plans = plans_for(system)
+    config = system_history(system, failing)
+    assert config is not None
+    padded, after = list(failing), config[-1]
+    for _ in range(4):  # whatever the model enables next, after the divergence
+        action, step = next(iter(plans.enabled(after).values()))
+        padded.append(action)
+        after = step.after
+    assert system_history(system, padded) is not None
+    shrunk = minimise_steps(system, lambda: _adapter(UpdateInvalidatesNewestDraftOnly)(2, 2),
+                            system.machine.refusable, padded)
+    assert len(shrunk) <= len(failing)
+    assert _replay(system, _adapter(UpdateInvalidatesNewestDraftOnly), shrunk) is not None
+
+
+def test_the_system_history_rejects_what_the_system_model_does_not_accept(system: Any) -> None:
+    assert system_history(system, []) == [system.initial_config()]
+    assert system_history(system, [q(0, "check_passed")]) is not None
+    assert system_history(system, [q(0, "submit_answered", worker=0)]) is None  # not enabled
+    assert system_history(system, [q(0, "check_passed", forbidden=True)]) is None  # allowed
+
+
 def test_the_mutants_are_in_the_catalogue_under_the_system_suite() -> None:
     names = {m.name: m for m in select_mutants(["T2-update-invalidates-newest-draft-only",
                                                 "Q9-older-pending-message-ignored"])}
@@ -179,6 +211,7 @@ def test_an_adapter_whose_instances_do_not_match_its_system_is_an_adapter_error(
     assert report.status == "adapter_error" and "instances" in (report.adapter_error or "")
 
 
+@pytest.mark.slow
 def test_the_machine_path_is_unchanged_for_a_machine_adapter(tmp_path: Path) -> None:
     report = lockstep(lambda: QueryAdapter(1, 2), profile="dev", seed=0, out=tmp_path)
     assert report.ok and not report.system and report.machine == "query"
@@ -196,15 +229,28 @@ def test_the_shared_state_mutants_die_on_ci_seeds(seed: int, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("store", [UpdateInvalidatesNewestDraftOnly, OlderPendingMessageIgnored])
-def test_the_machine_lockstep_cannot_see_the_shared_state_mutants(store: type) -> None:
-    """Each query alone in its task and session: the bug has nothing to act on."""
+def test_the_machine_lockstep_cannot_see_the_older_pending_message() -> None:
+    """Each query alone in its task and session: no older message to ignore."""
     from settled.conformance._lockstep import run_lockstep
 
-    cls = type("Single", (QueryAdapter,), {"store_class": store})
-    record = run_lockstep(query_suite(cls).lockstep(f"single-{store.__name__}"), profile("ci"),
+    cls = type("Single", (QueryAdapter,), {"store_class": OlderPendingMessageIgnored})
+    record = run_lockstep(query_suite(cls).lockstep("single-older-message"), profile("ci"),
                           seed=1)
     assert record.failure is None and record.adapter_error is None
+
+
+@pytest.mark.slow
+def test_the_machine_lockstep_sees_the_newest_draft_bug_only_through_a_rerun() -> None:
+    """Alone in its task, a query has a sibling draft only when the user re-runs its SQL
+    (Q2: a new query record in the same task), and that is the one way the machine
+    lockstep can see T2 broken across drafts: its counterexample goes through a rerun."""
+    from settled.conformance._lockstep import run_lockstep
+
+    cls = type("Single", (QueryAdapter,), {"store_class": UpdateInvalidatesNewestDraftOnly})
+    record = run_lockstep(query_suite(cls).lockstep("single-newest-draft"), profile("dev"),
+                          seed=1)
+    assert record.failure is not None and "rerun" in record.failure.split("replayable")[-1]
+    assert "condition_updated" in record.failure and "T2" in record.failure
 
 
 @pytest.mark.slow
