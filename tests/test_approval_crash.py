@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from settled.impl._approval import ApprovalExpired, ApprovalRuntime, Call, CallState
 from settled.impl._business import BusinessStore, canonical_json
 from settled.impl._crash import CRASH_EXIT_CODE

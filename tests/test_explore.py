@@ -420,7 +420,8 @@ def test_a_sync_step_is_offered_once_and_hits_every_instance_where_enabled() -> 
 
 
 @pytest.mark.parametrize(("make", "instances"), [
-    (lambda: build_query_machine(1, 1, 1), 2), (leases, 2), (leases, 3),
+    pytest.param(lambda: build_query_machine(1, 1, 1), 2, marks=pytest.mark.slow),
+    (leases, 2), (leases, 3),
     (lambda: tiny(Transition("spin", ("stuck",), None, "waits forever", ("Q1",))), 2)])
 def test_fast_search_matches_the_naive_definition(make: Callable[[], Protocol],
                                                   instances: int) -> None:

@@ -223,6 +223,7 @@ def test_the_ci_campaign_kills_the_whole_catalogue_and_passes_the_baseline(seed:
 
 
 # --------------------------------------------------------------------------- the random phase alone
+@pytest.mark.slow
 def test_the_random_phase_alone_can_kill_and_says_so(tmp_path: Path) -> None:
     """With the tour switched off a mutant a few random steps reach is still killed, and the
     report credits the random phase and gives the random-only kill rate."""

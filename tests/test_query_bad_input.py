@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from settled.impl._crash import CrashPoints
 from settled.impl._errors import (
     CallerError,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from settled.conformance._system import explore_system, replay_system
 from settled.model import DeclarationError, Invariant
 from settled.model._system import Refinement, System
