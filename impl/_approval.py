@@ -165,6 +165,8 @@ def _text_id(name: str, value: object) -> str:
 class ApprovalRuntime:
     """Propose, approve, execute, recover and cancel write calls (A1–A8, R1–R6, V1)."""
 
+    business_class: type[BusinessStore] = BusinessStore  # what a subclass opens instead
+
     def __init__(self, checkpoint_path: str | Path, business_path: str | Path, *,
                  clock: Callable[[], float] = time.time, hook: Hook | None = None,
                  approval_ttl: float = DEFAULT_APPROVAL_TTL,
@@ -180,8 +182,8 @@ class ApprovalRuntime:
         self._lookup = lookup_fn or self._lookup_business
         self._checkpoints = CheckpointStore.open(checkpoint_path, clock, busy_timeout=busy_timeout)
         try:
-            self._business = BusinessStore.open(business_path, hook=self._business_hook,
-                                                busy_timeout=busy_timeout)
+            self._business = self.business_class.open(business_path, hook=self._business_hook,
+                                                      busy_timeout=busy_timeout)
         except BaseException:
             self._checkpoints.close()
             raise

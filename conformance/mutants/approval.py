@@ -16,7 +16,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from settled.impl._approval import _RECOVERING, ApprovalRuntime, Call, _text_id
 from settled.impl._approval import CallState as State
@@ -36,6 +36,12 @@ from .._approval_adapter import ApprovalAdapter
 from . import Mutant
 
 __all__ = ["MUTANTS"]
+
+
+def runtime_opening(store: type[BusinessStore]) -> type[ApprovalRuntime]:
+    """The real runtime, opening the mutated business store ``store``."""
+    return cast(type[ApprovalRuntime], type(f"{store.__name__}Runtime", (ApprovalRuntime,),
+                                            {"business_class": store}))
 
 
 # -- W6: the token record in a transaction of its own ------------------------------------------
@@ -60,15 +66,7 @@ class W6RecordInItsOwnTransaction(BusinessStore):
         return stored
 
 
-class _W6Runtime(ApprovalRuntime):
-    _business: BusinessStore
-
-    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
-                 **kwargs: Any) -> None:
-        super().__init__(checkpoint_path, business_path, **kwargs)
-        self._business.close()
-        self._business = W6RecordInItsOwnTransaction.open(business_path,
-                                                          hook=self._business_hook)
+_W6Runtime = runtime_opening(W6RecordInItsOwnTransaction)
 
 
 # -- W3: a lookup that knows the token only --------------------------------------------------
@@ -239,14 +237,7 @@ class W2ReplayAppliesAgain(BusinessStore):
         return stored
 
 
-class _W2Runtime(ApprovalRuntime):
-    _business: BusinessStore
-
-    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
-                 **kwargs: Any) -> None:
-        super().__init__(checkpoint_path, business_path, **kwargs)
-        self._business.close()
-        self._business = W2ReplayAppliesAgain.open(business_path, hook=self._business_hook)
+_W2Runtime = runtime_opening(W2ReplayAppliesAgain)
 
 
 # -- A7: cancel as a rollback of a started call -------------------------------------------------
@@ -323,14 +314,7 @@ class W1RecordWithoutToolName(BusinessStore):
         return stored
 
 
-class _W1Runtime(ApprovalRuntime):
-    _business: BusinessStore
-
-    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
-                 **kwargs: Any) -> None:
-        super().__init__(checkpoint_path, business_path, **kwargs)
-        self._business.close()
-        self._business = W1RecordWithoutToolName.open(business_path, hook=self._business_hook)
+_W1Runtime = runtime_opening(W1RecordWithoutToolName)
 
 
 # -- R4: the change commits before the runtime's commit point ----------------------------------
@@ -358,14 +342,7 @@ class R4ChangeCommittedEarly(BusinessStore):
         return stored
 
 
-class _R4Runtime(ApprovalRuntime):
-    _business: BusinessStore
-
-    def __init__(self, checkpoint_path: str | Path, business_path: str | Path,
-                 **kwargs: Any) -> None:
-        super().__init__(checkpoint_path, business_path, **kwargs)
-        self._business.close()
-        self._business = R4ChangeCommittedEarly.open(business_path, hook=self._business_hook)
+_R4Runtime = runtime_opening(R4ChangeCommittedEarly)
 
 
 # -- A6: the handler is never entered twice ------------------------------------------------------

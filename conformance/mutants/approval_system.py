@@ -15,7 +15,6 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, cast
 
-from settled.impl._approval import ApprovalRuntime
 from settled.impl._business import (
     BusinessStore,
     _order_result,
@@ -30,6 +29,7 @@ from settled.impl._errors import NotAllowed
 
 from .._approval_system_adapter import ApprovalSystemAdapter
 from . import Mutant
+from .approval import runtime_opening
 
 __all__ = ["MUTANTS", "StockUncheckedAtCommit"]
 
@@ -77,14 +77,7 @@ def _order_without_stock_check(conn: sqlite3.Connection, args: Any, now: float) 
     return _order_result(conn, order_id)
 
 
-class _Runtime(ApprovalRuntime):
-    """The real runtime, opening the mutated business store."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._business.close()
-        self._business = StockUncheckedAtCommit.open(self._business_path,
-                                                     hook=self._business_hook)
+_Runtime = runtime_opening(StockUncheckedAtCommit)
 
 
 MUTANTS: list[Mutant] = [
