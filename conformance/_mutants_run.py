@@ -161,8 +161,9 @@ def _campaign(suite: Suite | SystemSuite, name: str, profile: settings, seed: in
     contract, which is neither a kill nor a pass."""
     start = time.perf_counter()
     try:
-        if isinstance(suite, SystemSuite):  # the system campaign's tour always runs
-            record = run_system_lockstep(suite.lockstep(name), profile, seed=seed, out=out)
+        if isinstance(suite, SystemSuite):
+            record = run_system_lockstep(suite.lockstep(name), profile, seed=seed, out=out,
+                                         tour=tour)
         else:
             record = run_lockstep(suite.lockstep(name), profile, seed=seed, out=out, tour=tour)
     except Exception:  # the kit must not take the whole catalogue down with it

@@ -539,10 +539,14 @@ def tour(system: System, forbidden: frozenset[str]) -> list[list[SystemAction]]:
     return found[1]
 
 
+_tour = tour  # run_system_lockstep's own parameter is called tour
+
+
 def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
                         seed: int | None = None, *, minimise: bool = True,
-                        out: Path | None = None) -> Record:
-    """Hypothesis's random runs of a system; the first failure minimised and written."""
+                        out: Path | None = None, tour: bool = True) -> Record:
+    """The directed tour (unless ``tour`` is false), then Hypothesis's random runs of a
+    system; the first failure minimised and written, ``killed_by`` the phase that found it."""
     record: Record = machine.record  # type: ignore[attr-defined]
     record.__init__()  # type: ignore[misc]
     record.spec = machine.spec  # type: ignore[attr-defined]
@@ -557,7 +561,7 @@ def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
     if seed is not None:
         test = hypothesis.seed(seed)(test)
     try:
-        for path in tour(system, forbidden):  # the directed runs first
+        for path in _tour(system, forbidden) if tour else []:  # the directed runs first
             keep: list[SystemRunner] = []
             found = replay_steps(system, factory, forbidden, path, keep=keep)
             for k, v in keep[0].fired.items():
@@ -569,12 +573,15 @@ def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
                     path, len(keep[0].steps),
                     lambda c: replay_steps(system, factory, forbidden, c) is not None)
                 record.failing_steps = list(cut)
+                record.killed_by = "tour"
                 raise Divergence(found)
+        record.killed_by = "random"  # a failure from here on is the random phase's
         test()
+        record.killed_by = None
     except Exception as exc:
         adapter = _adapter_error(exc)
         if adapter is not None:
-            record.adapter_error = str(adapter)
+            record.adapter_error, record.killed_by = str(adapter), None
             return record
         record.seconds_to_failure = time.perf_counter() - start
         steps = failing()

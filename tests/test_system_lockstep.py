@@ -174,6 +174,25 @@ def test_the_system_history_rejects_what_the_system_model_does_not_accept(system
     assert system_history(system, [q(0, "check_passed", forbidden=True)]) is None  # allowed
 
 
+def test_a_system_mutant_s_kill_is_credited_to_the_phase_that_found_it(tmp_path: Path) -> None:
+    """The tour kills the T2 mutant; with the tour off it is the random phase's, or a
+    survival: never a tour kill counted as random-only."""
+    from settled.conformance._system_lockstep import make_system_lockstep, run_system_lockstep
+
+    def campaign(tour: bool) -> Any:
+        machine = make_system_lockstep(query_system(2, 2),
+                                       lambda: _adapter(UpdateInvalidatesNewestDraftOnly)(2, 2),
+                                       forbidden=query_system(2, 2).machine.refusable,
+                                       name="credit")
+        return run_system_lockstep(machine, profile("dev"), seed=1, out=tmp_path, tour=tour)
+
+    with_tour = campaign(True)
+    assert with_tour.failure is not None and with_tour.killed_by == "tour"
+    alone = campaign(False)
+    assert alone.killed_by == ("random" if alone.failure is not None else None)
+    assert alone.examples <= profile("dev").max_examples  # no tour path was replayed
+
+
 def test_the_mutants_are_in_the_catalogue_under_the_system_suite() -> None:
     names = {m.name: m for m in select_mutants(["T2-update-invalidates-newest-draft-only",
                                                 "Q9-older-pending-message-ignored"])}
