@@ -287,7 +287,8 @@ def test_the_machine_lockstep_cannot_see_the_unchecked_stock() -> None:
 
 # --------------------------------------------------------------------------- settled verify
 def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from settled import _cmd_verify, _verify
     from settled.conformance import _suites
 
@@ -295,6 +296,13 @@ def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
     assert passed["checked"] and passed["ok"], passed
     assert passed["trace_check"]["events"] > 0 and passed["suite"] == "query_system"
     assert "runs" in _cmd_verify._system_lockstep_cell(passed)
+    # A step the system's runs never fired is said, even when the campaign passed.
+    never = {**passed, "unfired": ["resubmit: not_found -> submission_retry_exhausted"]}
+    _cmd_verify.details({"machines": {"query": {
+        "static": {}, "explore": {"findings": []}, "system": {}, "system_lockstep": never,
+        "lockstep": {}}}, "views": {}})
+    assert ("query: the system campaign never fired resubmit: not_found -> "
+            "submission_retry_exhausted") in " ".join(capsys.readouterr().err.split())
     missing = _verify.check_system_lockstep("ledger", "dev", 0)  # no adapter for its system
     assert missing == {"checked": False, "ok": False,
                        "why": "no adapter drives the ledger system's shared state yet"}
