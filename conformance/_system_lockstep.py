@@ -69,6 +69,9 @@ from ._lockstep import (
     expected_projection,
     transition_label,
 )
+from ._lockstep import (
+    tour as machine_tour,
+)
 from ._shrink import Divergence, Invalid, cut_at_divergence, longest_paths, run_steps, shrink
 
 AdapterFactory = Callable[[], Adapter]
@@ -463,7 +466,32 @@ def system_tour(system: System, forbidden: frozenset[str]) -> list[list[SystemAc
     for shared, (config, path) in sorted(firsts.items(), key=lambda kv: repr(kv[0])):
         if shared != start.shared:
             _tour_search(system, plans, forbidden, config, path, goals)
+    _lift_machine_runs(system, forbidden, goals)
     return longest_paths([goals[k] for k in sorted(goals, key=repr)])
+
+
+def _lift_machine_runs(system: System, forbidden: frozenset[str],
+                       goals: dict[tuple[Any, ...], list[SystemAction]]) -> None:
+    """A machine transition the bounded searches did not fire (it lies deeper than
+    ``TOUR_EDGES``, say a third not-found in a row) gets the machine tour's run to it, taken
+    by the system's first instance, where the system model accepts that run."""
+    fired = {k[1] for k in goals if k[0] == "fires"}
+    missing = {transition_label(t) for t in system.machine.transitions} - fired
+    if not missing:
+        return
+    m = system.machine
+    for path in machine_tour(m, forbidden):
+        c, lifted = m.initial_config(), []
+        for a in path:
+            if a.forbidden or not missing:
+                break
+            step = m.fire(c, a.trigger, a.params)
+            c = step.after
+            lifted.append(SystemAction(0, a.trigger, a.params, who="q0"))
+            label = transition_label(step.transition)
+            if label in missing and system_history(system, lifted) is not None:
+                goals[("lifted", label)] = list(lifted)
+                missing.discard(label)
 
 
 def _tour_search(system: System, plans: SystemPlans, forbidden: frozenset[str],

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from settled.conformance import AdapterError, lockstep
+from settled.conformance._lockstep import transition_label
 from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
@@ -128,6 +129,24 @@ def test_the_tour_reaches_every_sync_and_system_step_and_a_state_decided_refusal
     assert ["system message_received", "q0 check_passed",
             "refuse q0 confirm quote=whole draft_version=current condition_version=current "
             "message=pending"] in texts
+
+
+def test_the_tour_fires_every_machine_transition_in_the_system_deep_ones_included(
+        system: Any) -> None:
+    """A third not-found in a row lies beyond the bounded searches: the machine tour's run
+    to it is taken by the system's first instance."""
+    plans = plans_for(system)
+    fired = set()
+    for path in system_tour(system, system.machine.refusable):
+        config = system.initial_config()
+        for a in path:
+            if a.forbidden:
+                continue
+            _, step = plans.enabled(config)[(a.who, a.trigger, tuple(sorted(a.params.items())))]
+            fired |= {transition_label(m.transition) for _, m in step.moves}
+            config = step.after
+    assert fired == {transition_label(t) for t in system.machine.transitions}
+    assert "resubmit: not_found -> submission_retry_exhausted" in fired
 
 
 @pytest.mark.rule("T2", "Q9")
