@@ -406,18 +406,8 @@ class Runner:
         # The last check observed every instance after the previous step: reuse it.
         known = self.observed[1] if self.observed[0] == len(self.steps) - 1 else {}
         before = known.get(i) or self.observe(i)
-        try:
-            self.adapter.perform(i, action.trigger, action.params)
-        except Refused:
-            pass
-        except Exception as exc:
-            if blame_adapter(self.adapter, exc):
-                raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
-            raise Divergence(f"the implementation raised {type(exc).__name__} instead of "
-                             f"{action.text()}: {exc}") from exc
-        else:
-            raise Divergence(f"the implementation did not {action.text()}, which the model "
-                             f"forbids: {_why_refused(self.protocol, self.configs[i], action)}")
+        perform_refused(self.adapter, i, action,
+                        lambda: _why_refused(self.protocol, self.configs[i], action))
         after = self.observe(i)
         if after != before:
             changed = ", ".join(f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(after)
@@ -553,6 +543,25 @@ class _StepLike:
     transition: Transition
     params: Params
     after: Config
+
+
+def perform_refused(adapter: Adapter, instance: int | None, action: Action,
+                    why: Callable[[], str] = lambda: "") -> None:
+    """Ask the implementation to take ``action``, which the model forbids: it must refuse
+    (raise :class:`Refused`). Anything else is a divergence, or the adapter's own fault;
+    ``why()`` says why the model forbids it."""
+    try:
+        adapter.perform(instance, action.trigger, action.params)  # type: ignore[arg-type]
+    except Refused:
+        return
+    except Exception as exc:
+        if blame_adapter(adapter, exc):
+            raise adapter_fault(adapter, exc, f"performing {action.text()}") from exc
+        raise Divergence(f"the implementation raised {type(exc).__name__} instead of "
+                         f"{action.text()}: {exc}") from exc
+    reason = why()
+    raise Divergence(f"the implementation did not {action.text()}, which the model forbids"
+                     + (f": {reason}" if reason else ""))
 
 
 def _rules_text(rules: Sequence[str]) -> str:

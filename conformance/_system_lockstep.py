@@ -67,6 +67,7 @@ from ._lockstep import (
     contract_for,
     counterexample_dir,
     expected_projection,
+    perform_refused,
     transition_label,
 )
 from ._lockstep import (
@@ -267,18 +268,7 @@ class SystemRunner:
             if b.param in action.params and action.params[b.param] != b.fn(sv):
                 raise Invalid(f"{action.text()}: {b.param} is {b.fn(sv)!r} here ({b.text})")
         before = self.observe_all()
-        try:
-            self.adapter.perform(action.instance, action.trigger, action.params)
-        except Refused:
-            pass
-        except Exception as exc:
-            if blame_adapter(self.adapter, exc):
-                raise adapter_fault(self.adapter, exc, f"performing {action.text()}") from exc
-            raise Divergence(f"the implementation raised {type(exc).__name__} instead of "
-                             f"{action.text()}: {exc}") from exc
-        else:
-            raise Divergence(f"the implementation did not {action.text()}, which the model "
-                             "forbids")
+        perform_refused(self.adapter, action.instance, action)
         after = self.observe_all()
         if after != before:
             changed = sorted(k for k in before if before[k] != after[k])
