@@ -41,7 +41,7 @@ def story(instance: int, kind: str, *triggers: str) -> list[Action]:
 @pytest.mark.rule("L3")
 @pytest.mark.rule("L4")
 @pytest.mark.rule("L5")
-def test_the_ci_campaign_passes_and_fires_every_transition():
+def test_a_dev_campaign_passes_and_fires_every_transition():
     _passes_and_fires_every_transition("dev")
 
 
