@@ -821,7 +821,7 @@ def directed_tour(protocol: Protocol,
                 for key in (("edge", *edge),
                             *(("case", label, g.name, case) for g in s.transition.guards
                               if (case := g.case(v, s.params)) is not None),
-                            *(("flag", *edge, f, v[f]) for f in flags)):
+                            *(("flag", *edge, f, repr(v[f])) for f in flags)):
                     if key not in ways:
                         ways[key] = [*_path_to(parent, c), action]
                 if s.after not in parent:
@@ -843,7 +843,7 @@ def directed_tour(protocol: Protocol,
                   + [probes[k] for k in sorted(probes)])
     # Only the paths that start no other one: the longer one checks the same steps
     # (:func:`._shrink.longest_paths`). Shortest first, and a failing path is cut at the
-    # step that diverged (run_tour), so the one reported is as short as the tour makes it.
+    # step that diverged (run_tour); the minimiser then shortens it further.
     return longest_paths(everything)
 
 

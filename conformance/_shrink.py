@@ -78,7 +78,10 @@ def longest_paths(paths: Sequence[list[A]]) -> list[list[A]]:
 
     A lockstep replay compares the implementation with the model after every step, so a
     path that starts a longer one is checked, step by step, when the longer one is
-    replayed: dropping it saves a fresh implementation and checks the same steps.
+    replayed: dropping it saves a fresh implementation and checks the same steps. The
+    event log is checked once, at the end of the longer run; the trace checker reads it
+    forward, so what the shorter run logged is judged there too (a log line a later step
+    rewrites is the one case the shorter run alone would have seen).
     """
     texts = [tuple(f"{a.text()}@{a.instance}" for a in path) for path in paths]
     starts = {text[:k] for text in texts for k in range(1, len(text))}

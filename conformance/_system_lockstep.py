@@ -611,7 +611,7 @@ def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
         except Invalid:
             message = None
         except AdapterError as err:
-            record.adapter_error = str(err)
+            record.adapter_error, record.killed_by = str(err), None
             return record
         message = message or f"{type(exc).__name__}: {exc}"
         record.steps = list(steps)

@@ -84,9 +84,9 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: system lockstep NOT CHECKED: {sl.get('why')}")
         elif sl.get("failure") or sl.get("trace_check", {}).get("failure"):
             err.print(f"{name}: system lockstep: {sl.get('failure') or sl['trace_check']['failure']}")
-        for label in sl.get("unfired", []):
-            err.print(f"{name}: the system campaign never fired {label} (only the machine "
-                      "lockstep checked it)")
+        if sl.get("checked") and not sl.get("failure"):  # a failed run stops early
+            for label in sl.get("unfired", []):
+                err.print(f"{name}: the system campaign never fired {label}")
         ls = m["lockstep"]
         if ls.get("failure"):
             err.print(f"{name}: {ls['failure']}")
