@@ -203,6 +203,11 @@ class _Space:
         self._with: dict[tuple[int, tuple[Value, ...]], int] = {}
         self._held_back: dict[tuple[int, str, Any], bool] = {}
         self._shared_info: dict[tuple[Value, ...], Any] = {}
+        self._canon: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._orbit: dict[tuple[int, ...], int] = {}
+        self._compiled: dict[tuple[int, tuple[Value, ...]], _Compiled] = {}
+        self.fired: set[int] = set()  # id() of every machine transition some step took
+        self.checked_shared: set[tuple[Value, ...]] = set()  # shared values domain-checked
 
     def intern(self, c: Config) -> int:
         i = self.ids.get(c)
@@ -229,22 +234,37 @@ class _Space:
         return j
 
     def canon(self, ids: tuple[int, ...], shared: tuple[Value, ...]) -> tuple[Any, ...]:
-        if not self.symmetry:
-            return (ids, shared)
-        if len(self.perms) == 1:
-            return (tuple(sorted(ids)), shared)
-        image = self.image
-        best = min(tuple(sorted([image(k, i) for i in ids])) for k in range(len(self.perms)))
+        best = self._canon.get(ids)
+        if best is None:
+            best = self._canon[ids] = self.canon_ids(ids)
         return (best, shared)
+
+    def canon_ids(self, ids: tuple[int, ...]) -> tuple[int, ...]:
+        """The representative of ``ids`` under the symmetry group (the shared values are not
+        permuted: they name no instance and no worker)."""
+        if not self.symmetry:
+            return ids
+        if len(self.perms) == 1:
+            return tuple(sorted(ids))
+        best = tuple(sorted(ids))  # perms[0] is the identity
+        for k in range(1, len(self.perms)):
+            images = self.images[k]
+            moved = tuple(sorted([j if (j := images[i]) >= 0 else self.image(k, i) for i in ids]))
+            if moved < best:
+                best = moved
+        return best
 
     def orbit(self, key: tuple[Any, ...]) -> int:
         """How many concrete configurations the representative ``key`` stands for."""
         ids = key[0]
-        images: set[tuple[int, ...]] = set()
-        for k in range(len(self.perms)):
-            moved = [self.image(k, i) if len(self.perms) > 1 else i for i in ids]
-            images.update(itertools.permutations(moved))
-        return len(images)
+        n = self._orbit.get(ids)
+        if n is None:
+            images: set[tuple[int, ...]] = set()
+            for k in range(len(self.perms)):
+                moved = [self.image(k, i) if len(self.perms) > 1 else i for i in ids]
+                images.update(itertools.permutations(moved))
+            n = self._orbit[ids] = len(images)
+        return n
 
     def local(self, c: Config) -> tuple[Step, ...]:
         s = self.steps.get(c)
@@ -275,6 +295,38 @@ class _Space:
                 out.append(_Move(s, self.intern(s.after), after if after != before else None, props))
             m = self._moves[key] = tuple(out)
         return m
+
+    def compiled(self, c: int, shared: tuple[Value, ...]) -> _Compiled:
+        """Instance configuration ``c``'s steps under the shared values ``shared``, once.
+
+        Its own (non-sync) steps become (dest, write, new shared values, how many labelled
+        steps lead there), one entry per distinct outcome in first-seen order: steps that
+        differ only in a parameter no one reads (a fault's kind) cost one successor, and
+        the discovery order, so the BFS ids and the shortest paths, stay those of the
+        uncompiled search. Steps that break a step property are kept apart, one each, and
+        sync steps are left to the caller: they depend on the other instances."""
+        sv, bound, ctx, _own = self.shared_info(shared)
+        sys = self.system
+        refine, sync = sys._refine, sys.sync
+        plain: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
+        bad: list[tuple[int, tuple[Value, ...] | None, tuple[Value, ...], _Move]] = []
+        syncs: list[_Move] = []
+        for mv in self.moves(c, ctx, bound):
+            if mv.trigger in sync:
+                syncs.append(mv)
+                continue
+            new_shared = _refined(refine, mv.trigger, mv.params, sv, shared, sys)
+            if new_shared is None:
+                continue
+            # Taken from every reached configuration holding (c, shared): this is fired.
+            self.fired.add(id(mv.step.transition))
+            out = (mv.dest, mv.write, new_shared)
+            plain[out] = plain.get(out, 0) + 1
+            if mv.props:
+                bad.append((*out, mv))
+        compiled = self._compiled[(c, shared)] = (
+            tuple((d, w, ns, n) for (d, w, ns), n in plain.items()), tuple(bad), tuple(syncs))
+        return compiled
 
     def with_shared(self, c: int, values: tuple[Value, ...]) -> int:
         key = (c, values)
@@ -322,32 +374,23 @@ def _replace_shared(values: tuple[Value, ...], index: Mapping[str, int],
 
 
 _Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...]]
+_Compiled = tuple[
+    tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], int], ...],
+    tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], _Move], ...],
+    tuple[_Move, ...]]
 
 
-def _successors(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> list[_Succ]:
-    """Every step from (``ids``, ``shared``): new ids, new shared values, the moves taken.
-    The same semantics as ``System.enabled``, on interned integers."""
+def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
+                  sync_moves: list[tuple[int, _Move]]) -> list[_Succ]:
+    """The synchronised steps (``sync_moves``: every instance's sync moves, in instance
+    order) and the system's own steps, in ``System.enabled``'s order."""
     sys = sp.system
-    sv, bound, ctx, own = sp.shared_info(shared)
+    sv = sp.shared_info(shared)[0]
     refine = sys._refine
-    sync = sys.sync
     out: list[_Succ] = []
     groups: dict[tuple[str, Any], list[tuple[int, _Move]]] = {}
-    for i, c in enumerate(ids):
-        for mv in sp.moves(c, ctx, bound):
-            if mv.trigger in sync:
-                groups.setdefault((mv.trigger, mv.pkey), []).append((i, mv))
-                continue
-            new_shared = _refined(refine, mv.trigger, mv.params, sv, shared, sys)
-            if new_shared is None:
-                continue
-            new = list(ids)
-            new[i] = mv.dest
-            if mv.write is not None:
-                for j in range(len(ids)):
-                    if j != i:
-                        new[j] = sp.with_shared(ids[j], mv.write)
-            out.append((tuple(new), new_shared, ((i, mv),)))
+    for i, mv in sync_moves:
+        groups.setdefault((mv.trigger, mv.pkey), []).append((i, mv))
     for (trigger, pkey), moves in sorted(groups.items(), key=lambda kv: repr(kv[0])):
         movers = {i for i, _ in moves}
         params = moves[0][1].params
@@ -371,9 +414,13 @@ def _successors(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> 
                 if j not in movers:
                     new[j] = sp.with_shared(ids[j], written)
         out.append((tuple(new), new_shared, tuple(moves)))
-    for _t, _p, new_shared in own:
-        out.append((ids, new_shared, ()))
+    out.extend(_own(sp, ids, shared))
     return out
+
+
+def _own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> list[_Succ]:
+    """The system's own steps: only the shared values change."""
+    return [(ids, new_shared, ()) for _t, _p, new_shared in sp.shared_info(shared)[3]]
 
 
 def _refined(refine: Mapping[str, Any], trigger: str, params: Any, sv: Any,
@@ -408,6 +455,7 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
     last = t0
     canon = sp.canon
     g = 0
+    compiled, canon_of, with_of = sp._compiled, sp._canon, sp._with
     while g < len(keys):
         if max_states is not None and len(keys) > max_states:
             complete = False
@@ -416,8 +464,43 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
         ids, shared = key
         _check_config(system, sp, key, g, first_bad, domains)
         states_seen.update(ids)
-        succ_start.append(len(succ))
-        for new_ids, new_shared, moves in _successors(sp, ids, shared):
+        start = len(succ)
+        succ_start.append(start)
+        syncs: list[tuple[int, _Move]] = []
+        # System.enabled's steps, in its order, on interned ids: each instance's own steps
+        # compiled per shared value, then the sync steps and the system's own.
+        for i, c in enumerate(ids):
+            plain, bad, sync_moves = compiled.get((c, shared)) or sp.compiled(c, shared)
+            for dest, write, new_shared, count in plain:
+                if write is None:
+                    new_ids = (*ids[:i], dest, *ids[i + 1:])
+                else:
+                    new_ids = tuple(dest if j == i else with_of.get((x, write))
+                                    or sp.with_shared(x, write) for j, x in enumerate(ids))
+                cids = canon_of.get(new_ids)
+                if cids is None:
+                    cids = canon_of[new_ids] = sp.canon_ids(new_ids)
+                nk = (cids, new_shared)
+                n = index.get(nk)
+                if n is None:
+                    n = index[nk] = len(keys)
+                    keys.append(nk)
+                    parent.append(g)
+                succ.append(n)
+                edges += count
+            for dest, write, new_shared, mv in bad:
+                new_list = list(ids)
+                new_list[i] = dest
+                if write is not None:
+                    for j, x in enumerate(ids):
+                        if j != i:
+                            new_list[j] = sp.with_shared(x, write)
+                n = index[canon(tuple(new_list), new_shared)]
+                for name in mv.props:
+                    first_bad.setdefault(("step_property", name), (g, n))
+            syncs.extend((i, mv) for mv in sync_moves)
+        for new_ids, new_shared, moves in (_sync_and_own(sp, ids, shared, syncs) if syncs
+                                           else _own(sp, ids, shared)):
             edges += 1
             nk = canon(new_ids, new_shared)
             n = index.get(nk)
@@ -430,7 +513,7 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
                 fired.add(id(mv.step.transition))
                 for name in mv.props:
                     first_bad.setdefault(("step_property", name), (g, n))
-        if succ_start[-1] == len(succ) and not all(sp.terminal[i] for i in ids):
+        if start == len(succ) and not all(sp.terminal[i] for i in ids):
             first_bad.setdefault(("deadlock", "deadlock"), (g, None))
         g += 1
         if progress is not None and time.perf_counter() - last > 0.2:
@@ -449,7 +532,8 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
                                       ()) for st in machine.state_names if st not in reached)
         findings.extend(SystemFinding("unfired_transition", t.trigger,
                                       f"{t.trigger} from {list(t.source)} never fires in any instance",
-                                      t.rules) for t in machine.transitions if id(t) not in fired)
+                                      t.rules) for t in machine.transitions
+                        if id(t) not in fired and id(t) not in sp.fired)
     unreduced = sum(sp.orbit(k) for k in keys[:visited]) if symmetry else visited
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
@@ -496,12 +580,14 @@ def _check_config(system: System, sp: _Space, key: tuple[Any, ...], g: int,
     for i in ids:
         for name in sp.broken[i]:
             first_bad.setdefault(("invariant", name), (g, None))
-    if not system.invariants and not domains:
+    if system.invariants:
+        for inv in system.broken_invariants(sp.config(key)):
+            first_bad.setdefault(("system_invariant", inv.name), (g, None))
+    shared = key[1]
+    if shared in sp.checked_shared:
         return
-    cfg = sp.config(key)
-    for inv in system.broken_invariants(cfg):
-        first_bad.setdefault(("system_invariant", inv.name), (g, None))
-    for v, x, dom in zip(system.variables, cfg.shared, domains, strict=True):
+    sp.checked_shared.add(shared)  # first seen here, so g is the first state that has it
+    for v, x, dom in zip(system.variables, shared, domains, strict=True):
         if x not in dom:
             first_bad.setdefault(("domain", v.name), (g, None))
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 from settled.conformance._system import explore_system, replay_system
 from settled.model import DeclarationError, Invariant
+from settled.model._core import Config, Step
 from settled.model._system import Refinement, System
 from settled.model.query import QueryState
-from settled.model.systems import build_approval_system, build_query_system
+from settled.model.systems import build_approval_system, build_ledger_system, build_query_system
 
 
 def _with_old_invariant(system: System) -> System:
@@ -140,6 +142,72 @@ def test_symmetry_keeps_verdicts_and_lengths_on_the_approval_system_without_its_
     assert ({(f.kind, f.name): len(f.counterexample or ()) for f in reduced.findings}
             == {(f.kind, f.name): len(f.counterexample or ()) for f in full.findings})
     assert reduced.findings
+
+
+def _naive(system: System) -> tuple[int, int, set[int], set[tuple[str, str]]]:
+    """Breadth-first over ``System.enabled`` itself, on concrete configurations: states,
+    labelled steps, the machine transitions fired (by id), and the (kind, name) of what
+    breaks."""
+    from collections import deque
+
+    from settled.model._system import SystemConfig
+
+    start = system.initial_config()
+    seen: set[SystemConfig] = {start}
+    queue = deque([start])
+    edges = 0
+    fired: set[int] = set()
+    broken: set[tuple[str, str]] = set()
+    m = system.machine
+    steps: dict[Config, tuple[Step, ...]] = {}
+
+    def local(c: Config) -> tuple[Step, ...]:  # machine.enabled, memoised
+        if c not in steps:
+            steps[c] = tuple(m.enabled(c))
+        return steps[c]
+
+    while queue:
+        cfg = queue.popleft()
+        broken.update(("invariant", i.name) for c in cfg.instances for i in m.broken_invariants(c))
+        broken.update(("system_invariant", i.name) for i in system.broken_invariants(cfg))
+        for step in system.enabled(cfg, local):
+            edges += 1
+            for i, s in step.moves:
+                fired.add(id(s.transition))
+                broken.update(("step_property", p.name)
+                              for p in m.broken_step_properties(cfg.instances[i], s))
+            if step.after not in seen:
+                seen.add(step.after)
+                queue.append(step.after)
+    return len(seen), edges, fired, broken
+
+
+@pytest.mark.parametrize("make", [
+    lambda: build_query_system(queries=1, workers=1),
+    pytest.param(lambda: build_query_system(queries=2, workers=1, max_epoch=1,
+                                            max_task_version=2), marks=pytest.mark.slow),
+    pytest.param(lambda: build_approval_system(calls=2, stock=1), marks=pytest.mark.slow),
+    lambda: dataclasses.replace(build_approval_system(calls=2, stock=1),
+                                refinements=(Refinement("commit", ("W6",)),)),
+    lambda: build_ledger_system(calls=2),
+    pytest.param(lambda: _with_old_invariant(build_query_system(
+        queries=2, workers=1, max_epoch=1, max_task_version=2)), marks=pytest.mark.slow),
+], ids=["query-1x1", "query-2x1-small", "approval", "approval-unchecked", "ledger-2",
+        "query-old-invariant"])
+def test_the_compiled_search_is_system_enabled_step_for_step(make: Any) -> None:
+    """The explorer compiles each instance's steps once per shared value and deduplicates
+    steps with one outcome; without symmetry it must still count exactly the states and
+    labelled steps of a plain search over ``System.enabled``, fire the same triggers and
+    break the same properties."""
+    system = make()
+    states, edges, fired, broken = _naive(system)
+    result = explore_system(system, symmetry=False)
+    assert result.complete
+    assert (result.states, result.edges) == (states, edges)
+    unfired = {f.name for f in result.findings if f.kind == "unfired_transition"}
+    assert unfired == {t.trigger for t in system.machine.transitions if id(t) not in fired}
+    assert {(f.kind, f.name) for f in result.findings
+            if f.kind in ("invariant", "system_invariant", "step_property")} == broken
 
 
 def test_a_system_is_validated_when_built() -> None:
