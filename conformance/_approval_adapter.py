@@ -18,7 +18,7 @@ lookup function. A model step resumes the parked call with an instruction:
 - go on (``commit``, ``save_result``, ``answer``, ``show``);
 - lose the answer here (``retry``, ``outcome_uncertain``): a non-caller error
   raised at the seam, before the business transaction or after its commit;
-- crash here: :class:`~settled.impl._crash.CrashNow` unwinds the call with no
+- crash here: :class:`~settled.impl.shared._crash.CrashNow` unwinds the call with no
   ``except`` catching it, the runtime object is dropped and a new one opens
   the same files; ``crash_before_commit`` crashes at ``R4``, inside the
   business transaction. (Unwinding releases the session lock row, which a
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from settled.conformance import Adapter, Refused
-from settled.impl._approval import (
+from settled.impl.approval._approval import (
     HANDLER_ENTERED,
     TOOL_SPECS,
     ApprovalExpired,
@@ -63,14 +63,14 @@ from settled.impl._approval import (
     SessionBusy,
     ToolSpec,
 )
-from settled.impl._business import BusinessStore, Product, fingerprint, normalize
-from settled.impl._checkpoint import CheckpointStore
-from settled.impl._checkpoint import trace_lines as checkpoint_trace_lines
-from settled.impl._crash import CrashNow
-from settled.impl._db import write
-from settled.impl._errors import CallerError
-from settled.impl._pg import missing_database, release_store, scratch_store
-from settled.impl._reconciler import LookupAnswer, lookup
+from settled.impl.approval._business import BusinessStore, Product, fingerprint, normalize
+from settled.impl.approval._checkpoint import CheckpointStore
+from settled.impl.approval._checkpoint import trace_lines as checkpoint_trace_lines
+from settled.impl.approval._reconciler import LookupAnswer, lookup
+from settled.impl.shared._crash import CrashNow
+from settled.impl.shared._db import write
+from settled.impl.shared._errors import CallerError
+from settled.impl.shared._pg import missing_database, release_store, scratch_store
 from settled.model import APPROVAL, Protocol
 from settled.model._core import Value
 

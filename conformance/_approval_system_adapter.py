@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from settled.impl._approval import ToolSpec
-from settled.impl._db import write
+from settled.impl.approval._approval import ToolSpec
+from settled.impl.shared._db import write
 from settled.model.systems import build_approval_system
 
 from ._approval_adapter import ApprovalAdapter, _check, _Item

@@ -19,7 +19,7 @@ arranged where a step names it:
   the business store refuses it; a read is refused because the model only
   rejects it once the read permission is revoked;
 - ``crash`` of a registered write with no receipt dies INSIDE its business
-  transaction (:class:`~settled.impl._crash.CrashNow` from the runtime's
+  transaction (:class:`~settled.impl.shared._crash.CrashNow` from the runtime's
   hook), which is the model's "crash before or inside the transaction:
   nothing kept"; every crash then opens a new runtime under a new ``run_id``
   and resumes the session (L2);
@@ -43,18 +43,18 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from settled.conformance import Adapter, Refused
-from settled.impl._business import BusinessStore, Product
-from settled.impl._crash import CrashNow
-from settled.impl._db import write
-from settled.impl._errors import CallerError
-from settled.impl._ledger import (
+from settled.impl.approval._business import BusinessStore, Product
+from settled.impl.ledger._ledger import (
     CONTRACTS,
     Contract,
     LedgerRuntime,
     ToolCall,
     contracts_upgraded,
 )
-from settled.impl._ledger import trace_lines as ledger_trace_lines
+from settled.impl.ledger._ledger import trace_lines as ledger_trace_lines
+from settled.impl.shared._crash import CrashNow
+from settled.impl.shared._db import write
+from settled.impl.shared._errors import CallerError
 from settled.model import LEDGER, Protocol
 from settled.model._core import Value
 

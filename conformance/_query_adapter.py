@@ -28,18 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from settled.conformance import Adapter, Refused
-from settled.impl._crash import CrashNow, CrashPoints
-from settled.impl._errors import CallerError
-from settled.impl._pg import release_store, scratch_store
-from settled.impl._platform import (
+from settled.impl.platform._platform import (
     APP_MONTHLY_SQL,
     Fault,
     PlatformStatus,
     QueryResult,
     SyntheticPlatform,
 )
-from settled.impl._store import QueryStore, query_row
-from settled.impl._worker import Worker
+from settled.impl.query._store import QueryStore, query_row
+from settled.impl.query._worker import Worker
+from settled.impl.shared._crash import CrashNow, CrashPoints
+from settled.impl.shared._errors import CallerError
+from settled.impl.shared._pg import release_store, scratch_store
 from settled.model import Protocol, build_query_machine
 from settled.model._core import Value
 

@@ -12,7 +12,7 @@ worker processes. So what the system declares shared is really shared:
   stores a user message (pending), ``message_attributed`` attributes it to the
   task; ``confirm`` never invents a message, so a pending one blocks it the
   way it blocks any draft of the session;
-- a worker process is one :class:`~settled.impl._worker.Worker` object for
+- a worker process is one :class:`~settled.impl.query._worker.Worker` object for
   all queries; ``crash`` (``perform(None, "crash", {"worker": w})``) drops
   the object with every lease it holds on a live query and starts a new one
   of the same name from the files.
@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from settled.impl._errors import CallerError
-from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.shared._errors import CallerError
 from settled.model.query import LIVE
 from settled.model.systems import build_query_system
 

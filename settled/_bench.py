@@ -10,7 +10,7 @@ than either rate.
   notification) next to a bare ``BEGIN IMMEDIATE; INSERT; COMMIT`` loop on
   a file in the same directory, opened with the same settings. The two are
   interleaved in rounds so a burst of noise hits both. The number of write
-  transactions per query is counted by wrapping ``impl._db.write`` during one
+  transactions per query is counted by wrapping ``impl.shared._db.write`` during one
   query, so ``ratio_to_raw_commits`` says how much of the raw commit rate the
   protocol uses (1.0 would mean commits are all it costs). Four worker
   processes then race over one database, and every query must have run on
@@ -68,11 +68,11 @@ from settled.conformance._lockstep import MIN_STEPS
 from settled.conformance._suites import query_suite
 from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of
-from settled.impl import _db, _pg
-from settled.impl._errors import Busy
-from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
-from settled.impl._store import QueryStore, utc_now
-from settled.impl._worker import Worker
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.query._store import QueryStore, utc_now
+from settled.impl.query._worker import Worker
+from settled.impl.shared import _db, _pg
+from settled.impl.shared._errors import Busy
 from settled.model import QUERY, Config, Protocol, QueryState, Step, build_query_machine
 from settled.model.systems import build_query_system
 
@@ -171,7 +171,7 @@ def _world(directory: Path, store_url: str | None = None) -> Iterator[_World]:
 
 @contextmanager
 def count_transactions() -> Iterator[Counter[str]]:
-    """Count the write transactions committed through ``impl._db.write``, by opening module.
+    """Count the write transactions committed through ``impl.shared._db.write``, by opening module.
 
     The implementation's modules import ``write`` by name, so each module's
     binding is swapped for a counting wrapper and put back afterwards. A
@@ -182,12 +182,21 @@ def count_transactions() -> Iterator[Counter[str]]:
     swapped: list[Any] = [m for name, m in list(sys.modules.items())
                           if name.startswith("settled.impl.") and getattr(m, "write", None) is original]
     for module in swapped:
-        module.write = _counting(original, counts, module.__name__.rsplit(".", 1)[-1].lstrip("_"))
+        module.write = _counting(original, counts, _owner(module.__name__))
     try:
         yield counts
     finally:
         for module in swapped:
             module.write = original
+
+
+def _owner(module: str) -> str:
+    """Who commits: ``store`` for every part of the query store (one module per concept),
+    else the module's own name (``worker``, ``platform``)."""
+    name = module.rsplit(".", 1)[-1].lstrip("_")
+    if module.startswith("settled.impl.query.") and name not in ("worker", "events", "schema"):
+        return "store"
+    return name
 
 
 def _counting(original: Callable[[sqlite3.Connection], AbstractContextManager[sqlite3.Connection]],
@@ -710,7 +719,7 @@ def _postgres(store: str | None, warn: Say) -> Iterator[tuple[str | None, str | 
         yield store, None
         return
     else:
-        from settled.impl._pgcluster import Cluster, ClusterError, find_binaries
+        from settled.impl.shared._pgcluster import Cluster, ClusterError, find_binaries
 
         if find_binaries() is not None:
             try:

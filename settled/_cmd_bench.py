@@ -13,7 +13,7 @@ from rich.table import Table
 
 from settled._bench import run_bench
 from settled._stores import ENV, StoreError, reachable
-from settled.impl._pg import is_url
+from settled.impl.shared._pg import is_url
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)

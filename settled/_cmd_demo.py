@@ -24,7 +24,7 @@ from settled._demo_ledger import demo_ledger
 from settled._demo_query import STORE_FILE, demo_query
 from settled._paths import OutputPathError, writable_dir
 from settled.conformance._trace import CheckReport, check_lines
-from settled.impl._events import trace_lines
+from settled.impl.query._events import trace_lines
 
 __all__ = ["APPROVAL_STORY", "LEDGER_STORY", "approval_problems", "ledger_problems",
            "query_problems", "query_story", "register"]

@@ -102,7 +102,7 @@ def export_trace(
     A store file is opened read-only and never changed; the output is written to a temporary
     file and renamed into place, so a failed export leaves an existing file untouched."""
     from settled._paths import OutputPathError, writable_file
-    from settled.impl._pg import is_url, redact
+    from settled.impl.shared._pg import is_url, redact
 
     to_stdout = str(output) == "-"
     shown = redact(db) if is_url(db) else db
@@ -130,8 +130,8 @@ def _url_trace_lines(url: str) -> list[str]:
     """A PostgreSQL query store's event log (the server keeps it; nothing is written)."""
     import psycopg
 
-    from settled.impl import _events
-    from settled.impl._errors import SettledError
+    from settled.impl.query import _events
+    from settled.impl.shared._errors import SettledError
 
     try:
         return list(_events.trace_lines(url))
@@ -144,7 +144,9 @@ def read_trace_lines(db: Path) -> list[str]:
     """The store's event log as settled.trace/1 lines, read through a read-only connection.
     Raises :class:`NotAStore` naming what is wrong with a missing, unreadable, empty,
     non-SQLite or foreign SQLite file."""
-    from settled.impl import _checkpoint, _events, _ledger
+    from settled.impl.approval import _checkpoint
+    from settled.impl.ledger import _ledger
+    from settled.impl.query import _events
 
     if not db.exists():
         raise NotAStore("no such file; pass the path of a store file")

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from settled.impl._approval import ApprovalRuntime
-from settled.impl._business import BusinessStore
-from settled.impl._errors import IdempotencyConflict
-from settled.impl._reconciler import lookup
+from settled.impl.approval._approval import ApprovalRuntime
+from settled.impl.approval._business import BusinessStore
+from settled.impl.approval._reconciler import lookup
+from settled.impl.shared._errors import IdempotencyConflict
 
 __all__ = ["bench_approval", "demo_approval"]
 

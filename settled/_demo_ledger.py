@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from settled.impl._business import BusinessStore
-from settled.impl._crash import CRASH_EXIT_CODE
-from settled.impl._ledger import LedgerRuntime, ToolCall
+from settled.impl.approval._business import BusinessStore
+from settled.impl.ledger._ledger import LedgerRuntime, ToolCall
+from settled.impl.shared._crash import CRASH_EXIT_CODE
 
 __all__ = ["CALLS", "bench_ledger", "demo_ledger"]
 

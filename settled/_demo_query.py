@@ -27,16 +27,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from settled.impl._errors import CallerError, InvalidInput
-from settled.impl._platform import (
+from settled.impl.platform._platform import (
     APP_DAILY_SQL,
     APP_MONTHLY_SQL,
     MONTHLY_BY_CHANNEL_SQL,
     Fault,
     SyntheticPlatform,
 )
-from settled.impl._store import Notification, QueryStore
-from settled.impl._worker import Worker
+from settled.impl.query._store import Notification, QueryStore
+from settled.impl.query._worker import Worker
+from settled.impl.shared._errors import CallerError, InvalidInput
 
 __all__ = ["ASK", "DAILY", "EXECUTE", "PARTIAL_QUOTE", "STORE_FILE", "demo_query"]
 

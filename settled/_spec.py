@@ -219,7 +219,7 @@ OUTSIDE_THE_MODEL = [
     "cover.", "",
     "| state | where | values | why it is not a machine here | what checks it |",
     "| --- | --- | --- | --- | --- |",
-    "| task phase | `tasks.phase` (impl/_store.py, impl/_worker.py) | `open`, "
+    "| task phase | `tasks.phase` (impl/query/_tasks.py, _confirm.py, _worker.py) | `open`, "
     "`executing`, then `answered`, `query_failed`, `query_cancelled` or `query_not_run` "
     "| it is a projection of the task's queries, not a protocol with choices of its own: "
     "a task starts `open` and a condition update sets it back, confirm sets `executing`, "
@@ -227,7 +227,7 @@ OUTSIDE_THE_MODEL = [
     "about it (Q24: a late outcome moves the phase only at its own condition version and "
     "outside a clarification) is modelled as the query machine's `phase_moved` variable "
     "and the step property that guards it | `query.phase_moved`, the Q24 tests |",
-    "| message attribution | `messages.attribution` (impl/_store.py) | `pending`, "
+    "| message attribution | `messages.attribution` (impl/query/_messages.py) | `pending`, "
     "`attributed`, `failed` | the attribution itself (which task a message belongs to) is "
     "decided outside the protocol, by the agent's language model. The query system declares "
     "what the protocol needs of it as the shared variable `message` (attributed or pending; "

@@ -7,7 +7,7 @@
   schema in that database and empties it afterwards (the account needs
   ``CREATE`` on the database);
 - ``temp-postgres``: start a throwaway cluster for the command (``initdb`` and
-  ``pg_ctl`` in a temporary folder, see ``impl/_pgcluster.py``), stopped and
+  ``pg_ctl`` in a temporary folder, see ``impl/shared/_pgcluster.py``), stopped and
   deleted afterwards.
 
 A value that is none of these, an unreachable server, or missing server
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from settled.impl._pg import is_url, redact
+from settled.impl.shared._pg import is_url, redact
 
 __all__ = ["ENV", "TEMP", "StoreError", "chosen", "reachable", "resolved_store"]
 
@@ -48,7 +48,7 @@ def resolved_store(value: str | None) -> Iterator[str | None]:
         yield None
         return
     if value == TEMP:
-        from settled.impl._pgcluster import Cluster, ClusterError
+        from settled.impl.shared._pgcluster import Cluster, ClusterError
 
         try:
             cluster = Cluster()

@@ -39,7 +39,7 @@ from settled.conformance._lockstep import (
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, SYSTEM_SUITES
 from settled.conformance._system import explore_system
-from settled.impl._pg import redact
+from settled.impl.shared._pg import redact
 from settled.model import MACHINES, Protocol
 from settled.model._graph import static_findings
 from settled.model._system import System

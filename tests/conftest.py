@@ -25,7 +25,7 @@ PG_URL_ENV = "SETTLED_TEST_PG_URL"
 
 def postgres_missing() -> str | None:
     """Why the PostgreSQL tests cannot run here, or None if they can."""
-    from settled.impl._pgcluster import find_binaries
+    from settled.impl.shared._pgcluster import find_binaries
 
     if os.environ.get(PG_URL_ENV) or find_binaries() is not None:
         return None
@@ -39,7 +39,7 @@ def pg_url() -> Iterator[str]:
     if given:
         yield given
         return
-    from settled.impl._pgcluster import Cluster
+    from settled.impl.shared._pgcluster import Cluster
 
     missing = postgres_missing()
     if missing is not None:
@@ -47,6 +47,6 @@ def pg_url() -> Iterator[str]:
             pytest.fail(f"CI=true and {missing}: the PostgreSQL tests must run in CI")
         pytest.skip(missing)
     # fsync off: campaigns of thousands of commits on a shared disk; a killed
-    # worker process loses nothing either way (see impl/_pgcluster.py).
+    # worker process loses nothing either way (see impl/shared/_pgcluster.py).
     with Cluster(durable=False) as cluster:
         yield cluster.url()

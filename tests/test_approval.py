@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from settled._demo_approval import bench_approval, demo_approval
-from settled.impl._approval import (
+from settled.impl.approval._approval import (
     TOOL_SPECS,
     ApprovalExpired,
     ApprovalRuntime,
@@ -27,9 +27,9 @@ from settled.impl._approval import (
     SessionBusy,
     ToolSpec,
 )
-from settled.impl._business import BusinessStore
-from settled.impl._errors import Busy, CallerError, InvalidInput, LookupFailed, NotFound
-from settled.impl._reconciler import LookupAnswer, LookupStatus, lookup
+from settled.impl.approval._business import BusinessStore
+from settled.impl.approval._reconciler import LookupAnswer, LookupStatus, lookup
+from settled.impl.shared._errors import Busy, CallerError, InvalidInput, LookupFailed, NotFound
 from settled.model import Config
 from settled.model.approval import APPROVAL
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from settled.impl._approval import ApprovalExpired, ApprovalRuntime, Call, CallState
-from settled.impl._business import BusinessStore, canonical_json
-from settled.impl._crash import CRASH_EXIT_CODE
+from settled.impl.approval._approval import ApprovalExpired, ApprovalRuntime, Call, CallState
+from settled.impl.approval._business import BusinessStore, canonical_json
+from settled.impl.shared._crash import CRASH_EXIT_CODE
 
 S = CallState
 FORK = multiprocessing.get_context("fork")  # each child opens its own connections after the fork

@@ -29,7 +29,7 @@ from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, approval_suite
 from settled.conformance._trace import check_lines
 from settled.conformance.mutants.approval import MUTANTS
-from settled.impl._checkpoint import model_moves
+from settled.impl.approval._checkpoint import model_moves
 from settled.model import APPROVAL
 
 FORBIDDEN = APPROVAL.refusable

@@ -23,10 +23,11 @@ from settled._bench import count_transactions, fast_trace_lines, run_bench, writ
 from settled._cmd_bench import register
 from settled.conformance._trace import check_file
 from settled.conformance._tracegen import trace_lines
-from settled.impl import _db, _store, _worker
-from settled.impl._errors import StaleVersion
-from settled.impl._platform import SyntheticPlatform
-from settled.impl._store import QueryStore
+from settled.impl.platform._platform import SyntheticPlatform
+from settled.impl.query import _tasks, _worker
+from settled.impl.query._store import QueryStore
+from settled.impl.shared import _db
+from settled.impl.shared._errors import StaleVersion
 from settled.model import QUERY
 
 KEYS = {
@@ -172,7 +173,7 @@ def test_count_transactions_counts_commits_by_module_and_puts_write_back(tmp_pat
             with pytest.raises(StaleVersion):
                 store.update_conditions(task.task_id, 7, {"channel": "app"})  # rolled back
         assert counts == {"store": 1}
-    assert _store.write is _db.write and _worker.write is _db.write
+    assert _tasks.write is _db.write and _worker.write is _db.write
 
 
 @pytest.mark.parametrize("seed", [0, 7])

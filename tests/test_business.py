@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from settled.impl._business import BusinessStore, Product, canonical_json, fingerprint, normalize
-from settled.impl._errors import (
+from settled.impl.approval._business import BusinessStore, Product, canonical_json, fingerprint, normalize
+from settled.impl.approval._reconciler import LookupAnswer, LookupStatus, lookup
+from settled.impl.shared._errors import (
     Busy,
     CallerError,
     IdempotencyConflict,
@@ -22,7 +23,6 @@ from settled.impl._errors import (
     NotFound,
     SettledError,
 )
-from settled.impl._reconciler import LookupAnswer, LookupStatus, lookup
 
 # fork keeps the children cheap; each child opens its own connection after the fork.
 FORK = multiprocessing.get_context("fork")

@@ -95,7 +95,7 @@ def test_the_orders_sandbox_opens_a_relative_path(tmp_path: Path,
     which a file URI cannot express."""
     import sqlite3
 
-    from settled.impl._orders_data import Sandbox
+    from settled.impl.platform._orders_data import Sandbox
 
     sqlite3.connect(tmp_path / "orders.db").close()
     monkeypatch.chdir(tmp_path)

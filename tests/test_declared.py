@@ -1,4 +1,4 @@
-"""The implementation moves only along edges the model declares (impl/_declared.py).
+"""The implementation moves only along edges the model declares (impl/shared/_declared.py).
 
 Every store records a state change and its event in one transaction through
 one function, and that function refuses a (trigger, from, to) the machine's
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from settled.impl._db import write
-from settled.impl._declared import UndeclaredTransition, declared_edges, require_declared
-from settled.impl._events import apply_step, events
-from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
-from settled.impl._store import QueryStore
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.query._events import apply_step, events
+from settled.impl.query._store import QueryStore
+from settled.impl.shared._db import write
+from settled.impl.shared._declared import UndeclaredTransition, declared_edges, require_declared
 from settled.model import MACHINES
 from settled.model.query import QueryState as S
 

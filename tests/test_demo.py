@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from settled import cli
 from settled._cmd_demo import APPROVAL_STORY, approval_problems, query_problems, query_story, register
 from settled._demo_query import EXECUTE, PARTIAL_QUOTE, STORE_FILE, demo_query
-from settled.impl._errors import InvalidInput
+from settled.impl.shared._errors import InvalidInput
 
 APPROVAL_JSON = ('{"observed_delta": 5, "replay_same_result": true, "lookup_status": "found", '
                  '"different_arguments": "idempotency_conflict"}')

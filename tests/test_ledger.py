@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from settled._cmd_demo import ledger_problems
-from settled.impl._business import BusinessStore, fingerprint
-from settled.impl._errors import IdempotencyConflict, InvalidInput, NotAllowed, NotFound
-from settled.impl._ledger import (
+from settled.impl.approval._business import BusinessStore, fingerprint
+from settled.impl.ledger._ledger import (
     CONTRACTS,
     LedgerRuntime,
     ToolCall,
     contracts_upgraded,
 )
+from settled.impl.shared._errors import IdempotencyConflict, InvalidInput, NotAllowed, NotFound
 
 S = "session-1"
 ORDER = ToolCall("c_order", "create_order",

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from settled.conformance._trace import check_lines
-from settled.impl._business import BusinessStore
-from settled.impl._crash import CRASH_EXIT_CODE
-from settled.impl._ledger import HOOK_POINTS, LedgerRuntime, ToolCall, trace_lines
+from settled.impl.approval._business import BusinessStore
+from settled.impl.ledger._ledger import HOOK_POINTS, LedgerRuntime, ToolCall, trace_lines
+from settled.impl.shared._crash import CRASH_EXIT_CODE
 
 FORK = multiprocessing.get_context("fork")
 SESSION = "crash-session"

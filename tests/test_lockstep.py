@@ -22,9 +22,9 @@ from settled.conformance._lockstep import (
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
 from settled.conformance._shrink import cycles
-from settled.impl._errors import PlatformUnavailable
-from settled.impl._events import apply_step
-from settled.impl._worker import Worker
+from settled.impl.query._events import apply_step
+from settled.impl.query._worker import Worker
+from settled.impl.shared._errors import PlatformUnavailable
 from settled.model import QueryState, build_query_machine
 
 MODEL = build_query_machine(workers=2)
@@ -130,7 +130,7 @@ def test_a_refusal_that_changes_the_implementation_is_caught():
                 qid = self.items[instance].query_id
                 if self.store.query(qid).cancel_state == "requested":
                     # "refuses" but still writes an event and moves the lease epoch
-                    from settled.impl._db import write
+                    from settled.impl.shared._db import write
                     with write(self.store._conn) as conn:
                         row = conn.execute("SELECT * FROM queries WHERE query_id = ?",
                                            (qid,)).fetchone()

@@ -12,15 +12,8 @@ from typing import Any
 
 import pytest
 
-from settled.impl._errors import (
-    EnvironmentFault,
-    InvalidInput,
-    NotAllowed,
-    NotFound,
-    PlatformUnavailable,
-)
-from settled.impl._orders_data import STORY_APP_ORDERS, Sandbox, SqlRefused, generate
-from settled.impl._platform import (
+from settled.impl.platform._orders_data import STORY_APP_ORDERS, Sandbox, SqlRefused, generate
+from settled.impl.platform._platform import (
     APP_DAILY_SQL,
     APP_MONTHLY_SQL,
     MAX_SQL_CHARS,
@@ -32,6 +25,13 @@ from settled.impl._platform import (
     PlatformStatus,
     SubmitAnswer,
     SyntheticPlatform,
+)
+from settled.impl.shared._errors import (
+    EnvironmentFault,
+    InvalidInput,
+    NotAllowed,
+    NotFound,
+    PlatformUnavailable,
 )
 
 # fork keeps the children cheap; each child opens its own platform on the directory.

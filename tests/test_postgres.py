@@ -37,14 +37,14 @@ from settled.conformance._profiles import profile  # noqa: E402
 from settled.conformance._suites import approval_suite, query_suite  # noqa: E402
 from settled.conformance._trace import check_lines  # noqa: E402
 from settled.conformance.mutants import all_mutants  # noqa: E402
-from settled.impl import _pg  # noqa: E402
-from settled.impl._business import BusinessStore  # noqa: E402
-from settled.impl._crash import CRASH_EXIT_CODE, CRASH_POINTS  # noqa: E402
-from settled.impl._errors import NotAllowed, StaleLease  # noqa: E402
-from settled.impl._events import apply_step, trace_lines  # noqa: E402
-from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform  # noqa: E402
-from settled.impl._store import QueryStore  # noqa: E402
-from settled.impl._worker import Worker  # noqa: E402
+from settled.impl.approval._business import BusinessStore  # noqa: E402
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform  # noqa: E402
+from settled.impl.query._events import apply_step, trace_lines  # noqa: E402
+from settled.impl.query._store import QueryStore  # noqa: E402
+from settled.impl.query._worker import Worker  # noqa: E402
+from settled.impl.shared import _pg  # noqa: E402
+from settled.impl.shared._crash import CRASH_EXIT_CODE, CRASH_POINTS  # noqa: E402
+from settled.impl.shared._errors import NotAllowed, StaleLease  # noqa: E402
 from settled.model.query import QueryState as S  # noqa: E402
 
 SESSION, USER, EXECUTE = "s1", "u1", "只看 app，再执行"
@@ -192,9 +192,9 @@ def test_a_serialization_conflict_is_a_typed_error_that_wrote_nothing(store_url:
 # --------------------------------------------------------------------------- crashes
 CHILD = """
 import sys
-from settled.impl._crash import CrashPoints
-from settled.impl._platform import SyntheticPlatform
-from settled.impl._worker import Worker
+from settled.impl.shared._crash import CrashPoints
+from settled.impl.platform._platform import SyntheticPlatform
+from settled.impl.query._worker import Worker
 
 store, platform_dir, point = sys.argv[1:4]
 platform = SyntheticPlatform(platform_dir, auto_complete_after_polls=1)
@@ -235,9 +235,9 @@ def test_a_hard_exit_at_each_crash_point_recovers_to_one_execution_on_postgresql
 
 LOOPER = """
 import sys, time
-from settled.impl._errors import Busy
-from settled.impl._platform import SyntheticPlatform
-from settled.impl._worker import Worker
+from settled.impl.shared._errors import Busy
+from settled.impl.platform._platform import SyntheticPlatform
+from settled.impl.query._worker import Worker
 
 store, platform_dir, name = sys.argv[1:4]
 with SyntheticPlatform(platform_dir, auto_complete_after_polls=1) as platform, \\
@@ -314,9 +314,9 @@ def _killed_mid_step(store_at: str, tmp_path: Path, queries: int, rounds: int) -
 # --------------------------------------------------------------------------- races
 RACER = """
 import sys
-from settled.impl._errors import Busy
-from settled.impl._platform import SyntheticPlatform
-from settled.impl._worker import Worker
+from settled.impl.shared._errors import Busy
+from settled.impl.platform._platform import SyntheticPlatform
+from settled.impl.query._worker import Worker
 
 store, platform_dir, name = sys.argv[1:4]
 with SyntheticPlatform(platform_dir, auto_complete_after_polls=1) as platform, \\
@@ -364,7 +364,7 @@ def test_eight_worker_processes_run_200_queries_with_no_duplicate_execution(
 
 TOKEN_RACER = """
 import json, sys
-from settled.impl._business import BusinessStore
+from settled.impl.approval._business import BusinessStore
 
 store = sys.argv[1]
 with BusinessStore.open(store) as business:
@@ -501,7 +501,7 @@ def test_without_a_server_ci_fails_instead_of_skipping(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- business store
 BUSINESS_CHILD = """
 import os, sys
-from settled.impl._business import BusinessStore
+from settled.impl.approval._business import BusinessStore
 
 store, point = sys.argv[1:3]
 
@@ -518,7 +518,7 @@ BusinessStore.open(store, hook=hook).adjust_stock("tok-1", {"sku": "A1001", "del
                                                        ("after_commit", True, 105)])
 def test_a_hard_exit_in_a_business_call_on_postgresql_leaves_all_or_nothing(
         store_url: str, point: str, found: bool, stock: int) -> None:
-    from settled.impl._reconciler import LookupStatus, lookup
+    from settled.impl.approval._reconciler import LookupStatus, lookup
 
     BusinessStore.create(store_url).close()
     child = subprocess.run([sys.executable, "-c", BUSINESS_CHILD, store_url, point],
@@ -535,8 +535,8 @@ def test_a_hard_exit_in_a_business_call_on_postgresql_leaves_all_or_nothing(
 
 def test_a_lookup_of_an_unreachable_postgresql_store_fails_and_is_never_absent(
         pg_url: str) -> None:
-    from settled.impl._errors import LookupFailed
-    from settled.impl._reconciler import lookup
+    from settled.impl.approval._reconciler import lookup
+    from settled.impl.shared._errors import LookupFailed
 
     with pytest.raises(LookupFailed, match="unknown, not absent"):
         lookup(_pg.missing_database(pg_url), "tok-1", "adjust_stock", {"sku": "A1001", "delta": 5})
@@ -544,8 +544,8 @@ def test_a_lookup_of_an_unreachable_postgresql_store_fails_and_is_never_absent(
 
 ORDERER = """
 import json, sys
-from settled.impl._business import BusinessStore
-from settled.impl._errors import Busy, SettledError
+from settled.impl.approval._business import BusinessStore
+from settled.impl.shared._errors import Busy, SettledError
 
 store, p = sys.argv[1:3]
 outcomes = []
@@ -570,7 +570,7 @@ print(json.dumps(outcomes), flush=True)
 
 @pytest.mark.rule("W6")
 def test_parallel_orders_on_postgresql_never_oversell(store_url: str) -> None:
-    from settled.impl._business import Product
+    from settled.impl.approval._business import Product
 
     BusinessStore.create(store_url, [Product("S1", "Scarce", 15)]).close()
     racers = [subprocess.Popen([sys.executable, "-c", ORDERER, store_url, str(p)],

@@ -18,8 +18,12 @@ from typing import Any
 
 import pytest
 
-from settled.impl._crash import CrashPoints
-from settled.impl._errors import (
+from settled.impl.platform._platform import APP_DAILY_SQL, APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.query._events import export_jsonl
+from settled.impl.query._store import Query, QueryStore
+from settled.impl.query._worker import Worker
+from settled.impl.shared._crash import CrashPoints
+from settled.impl.shared._errors import (
     CallerError,
     IdempotencyConflict,
     InvalidInput,
@@ -29,10 +33,6 @@ from settled.impl._errors import (
     StaleLease,
     StaleVersion,
 )
-from settled.impl._events import export_jsonl
-from settled.impl._platform import APP_DAILY_SQL, APP_MONTHLY_SQL, SyntheticPlatform
-from settled.impl._store import Query, QueryStore
-from settled.impl._worker import Worker
 
 SESSION, USER, EXECUTE = "s1", "u1", "只看 app，再执行"
 CLOCK = (datetime(2026, 2, 3, 2, tzinfo=UTC), "Asia/Shanghai")

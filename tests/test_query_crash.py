@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from settled.conformance._trace import check_lines
-from settled.impl._crash import CRASH_EXIT_CODE, CRASH_POINTS
-from settled.impl._events import trace_lines
-from settled.impl._platform import APP_MONTHLY_SQL, SyntheticPlatform
-from settled.impl._store import QueryStore
-from settled.impl._worker import Worker
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.query._events import trace_lines
+from settled.impl.query._store import QueryStore
+from settled.impl.query._worker import Worker
+from settled.impl.shared._crash import CRASH_EXIT_CODE, CRASH_POINTS
 from settled.model.query import QueryState as S
 
 SESSION, USER, EXECUTE = "s1", "u1", "只看 app，再执行"
@@ -33,9 +33,9 @@ LEASE = 30
 
 CHILD = """
 import sys
-from settled.impl._crash import CrashPoints
-from settled.impl._platform import SyntheticPlatform
-from settled.impl._worker import Worker
+from settled.impl.shared._crash import CrashPoints
+from settled.impl.platform._platform import SyntheticPlatform
+from settled.impl.query._worker import Worker
 
 store, platform_dir, point, lease = sys.argv[1:5]
 platform = SyntheticPlatform(platform_dir, auto_complete_after_polls=1)

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from settled.impl._errors import (
+from settled.impl.platform._platform import (
+    APP_DAILY_SQL,
+    APP_MONTHLY_SQL,
+    MONTHLY_BY_CHANNEL_SQL,
+    SyntheticPlatform,
+)
+from settled.impl.query._events import export_jsonl
+from settled.impl.query._store import CONFIRM_PARAMS, Query, QueryStore
+from settled.impl.query._worker import Worker
+from settled.impl.shared._errors import (
     IdempotencyConflict,
     InvalidInput,
     MessagePending,
@@ -23,15 +32,6 @@ from settled.impl._errors import (
     NotFound,
     StaleVersion,
 )
-from settled.impl._events import export_jsonl
-from settled.impl._platform import (
-    APP_DAILY_SQL,
-    APP_MONTHLY_SQL,
-    MONTHLY_BY_CHANNEL_SQL,
-    SyntheticPlatform,
-)
-from settled.impl._store import CONFIRM_PARAMS, Query, QueryStore
-from settled.impl._worker import Worker
 from settled.model.query import QueryState as S
 
 SESSION, USER = "s1", "u1"

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 WRONG = """\
 from settled.model import build_query_machine
-from settled.impl._store import QueryStore
+from settled.impl.query._store import QueryStore
 from settled.conformance._explore import explore
 
 x: int = build_query_machine(workers="two")

@@ -261,15 +261,15 @@ def test_spec_lists_the_state_machines_outside_the_model_and_they_are_still_outs
     section = text.split("## Outside the model")[1].split("## Traceability")[0]
     assert "`tasks.phase`" in section and "`messages.attribution`" in section
     assert not {"task_phase", "phase", "message_attribution", "attribution"} & set(MACHINES)
-    from settled.impl import _store, _worker
-    phases = {_store.PHASE_OPEN, _store.PHASE_EXECUTING, *_worker.SETTLED_PHASE.values()}
+    from settled.impl.query import _values, _worker
+    phases = {_values.PHASE_OPEN, _values.PHASE_EXECUTING, *_worker.SETTLED_PHASE.values()}
     assert all(f"`{phase}`" in section for phase in phases)
     from settled.model.systems import SYSTEMS
     assert [v.name for v in SYSTEMS["query"].variables] == ["message"]
 
 
 def test_checkpoint_call_states_are_the_approval_models_minus_the_unseen_two():
-    from settled.impl._checkpoint import NOT_CHECKPOINTED, CallState
+    from settled.impl.approval._checkpoint import NOT_CHECKPOINTED, CallState
     from settled.model.approval import ApprovalState
 
     assert {s.value for s in CallState} == {s.value for s in ApprovalState} - {

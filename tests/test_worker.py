@@ -18,10 +18,7 @@ from typing import Any
 import pytest
 
 from settled.conformance._trace import check_lines
-from settled.impl._crash import CrashNow, CrashPoints
-from settled.impl._errors import NotAllowed, StaleLease
-from settled.impl._events import trace_lines
-from settled.impl._platform import (
+from settled.impl.platform._platform import (
     APP_DAILY_SQL,
     APP_MONTHLY_SQL,
     MONTHLY_BY_CHANNEL_SQL,
@@ -30,8 +27,11 @@ from settled.impl._platform import (
     SubmitAnswer,
     SyntheticPlatform,
 )
-from settled.impl._store import Query, QueryStore
-from settled.impl._worker import Worker
+from settled.impl.query._events import trace_lines
+from settled.impl.query._store import Query, QueryStore
+from settled.impl.query._worker import Worker
+from settled.impl.shared._crash import CrashNow, CrashPoints
+from settled.impl.shared._errors import NotAllowed, StaleLease
 from settled.model.query import QueryState as S
 
 SESSION, USER = "s1", "u1"
@@ -531,8 +531,8 @@ def test_a_settled_query_without_a_notification_gets_one_on_recovery(
 # --------------------------------------------------------------------------- processes (Q11)
 RACER = """
 import sys
-from settled.impl._platform import SyntheticPlatform
-from settled.impl._worker import Worker
+from settled.impl.platform._platform import SyntheticPlatform
+from settled.impl.query._worker import Worker
 
 store, platform_dir, name = sys.argv[1:4]
 with SyntheticPlatform(platform_dir, auto_complete_after_polls=1) as platform, \\

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from settled.impl._approval import _RECOVERING, ApprovalRuntime, Call, _text_id
-from settled.impl._approval import CallState as State
-from settled.impl._business import (
+from settled.impl.approval._approval import _RECOVERING, ApprovalRuntime, Call, _text_id
+from settled.impl.approval._approval import CallState as State
+from settled.impl.approval._business import (
     _APPLIERS,
     BusinessStore,
     _record,
@@ -28,9 +28,9 @@ from settled.impl._business import (
     fingerprint,
     normalize,
 )
-from settled.impl._db import write
-from settled.impl._errors import CallerError, InvalidInput, LookupFailed
-from settled.impl._reconciler import LookupAnswer, LookupStatus, _parse_result, _read_record
+from settled.impl.approval._reconciler import LookupAnswer, LookupStatus, _parse_result, _read_record
+from settled.impl.shared._db import write
+from settled.impl.shared._errors import CallerError, InvalidInput, LookupFailed
 
 from .._approval_adapter import ApprovalAdapter
 from . import Mutant

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, cast
 
-from settled.impl._business import (
+from settled.impl.approval._business import (
     BusinessStore,
     _order_result,
     _product,
@@ -24,8 +24,8 @@ from settled.impl._business import (
     fingerprint,
     normalize,
 )
-from settled.impl._db import write
-from settled.impl._errors import NotAllowed
+from settled.impl.shared._db import write
+from settled.impl.shared._errors import NotAllowed
 
 from .._approval_system_adapter import ApprovalSystemAdapter
 from . import Mutant

@@ -13,10 +13,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from settled.impl._business import canonical_json, fingerprint
-from settled.impl._db import write
-from settled.impl._errors import IdempotencyConflict, InvalidInput
-from settled.impl._ledger import Entry, LedgerRuntime
+from settled.impl.approval._business import canonical_json, fingerprint
+from settled.impl.ledger._ledger import Entry, LedgerRuntime
+from settled.impl.shared._db import write
+from settled.impl.shared._errors import IdempotencyConflict, InvalidInput
 
 from .._ledger_adapter import LedgerAdapter
 from . import Mutant

@@ -3,8 +3,8 @@
 # mypy: disallow-subclassing-any=False
 """The query machine's bug catalogue: the bundled implementation, each time broken once.
 
-Every mutant is a small subclass of the real :class:`~settled.impl._worker.Worker`
-or :class:`~settled.impl._store.QueryStore` that overrides the one method
+Every mutant is a small subclass of the real :class:`~settled.impl.query._worker.Worker`
+or :class:`~settled.impl.query._store.QueryStore` that overrides the one method
 where the bug would live, written the way an engineer who missed that rule
 would plausibly write it (the docstring says how). The reference adapter
 drives it unchanged: a mutant only sets ``worker_class`` or ``store_class``.
@@ -24,12 +24,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from settled.impl._db import write
-from settled.impl._errors import MessagePending, NotAllowed, PlatformUnavailable
-from settled.impl._events import apply_step
-from settled.impl._ids import require_id
-from settled.impl._platform import PlatformStatus, SubmitAnswer
-from settled.impl._store import (
+from settled.impl.platform._platform import PlatformStatus, SubmitAnswer
+from settled.impl.query._events import apply_step
+from settled.impl.query._store import (
     CONFIRM_PARAMS,
     Message,
     Query,
@@ -43,7 +40,10 @@ from settled.impl._store import (
     query_row,
     task_row,
 )
-from settled.impl._worker import Worker
+from settled.impl.query._worker import Worker
+from settled.impl.shared._db import write
+from settled.impl.shared._errors import MessagePending, NotAllowed, PlatformUnavailable
+from settled.impl.shared._ids import require_id
 from settled.model.query import LIVE, MAX_SUBMISSIONS
 from settled.model.query import QueryState as S
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sqlite3
 from typing import cast
 
-from settled.impl._errors import MessagePending, NotAllowed, StaleVersion
-from settled.impl._events import apply_step
-from settled.impl._store import QueryStore, task_row
+from settled.impl.query._events import apply_step
+from settled.impl.query._store import QueryStore, task_row
+from settled.impl.shared._errors import MessagePending, NotAllowed, StaleVersion
 from settled.model.query import LIVE
 from settled.model.query import QueryState as S
 

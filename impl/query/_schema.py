@@ -16,10 +16,10 @@ import sqlite3
 from pathlib import Path
 from typing import Final, cast
 
-from ..model.query import QueryState
-from . import _pg
-from ._db import apply_schema, connect, write
-from ._pg import is_url
+from ...model.query import QueryState
+from ..shared import _pg
+from ..shared._db import apply_schema, connect, write
+from ..shared._pg import is_url
 
 __all__ = ["SCHEMA", "SCHEMA_NAME", "SCHEMA_VERSION", "open_store"]
 
@@ -142,7 +142,7 @@ _APPEND_ONLY: Final = (
 
 
 # The same guarantees on PostgreSQL: a trigger function refuses changes to the
-# log, and messages.seq is drawn from a sequence (see impl/_pg.py).
+# log, and messages.seq is drawn from a sequence (see impl/shared/_pg.py).
 _PG_EXTRA: Final = (
     "CREATE OR REPLACE FUNCTION query_events_append_only() RETURNS trigger LANGUAGE plpgsql "
     "AS $$ BEGIN RAISE EXCEPTION 'query_events is append-only'; END $$",
@@ -156,7 +156,7 @@ def open_store(path: str | Path, *, worker: bool = False) -> sqlite3.Connection:
     """Open (creating on first use) the query store at ``path``: a file, or a PostgreSQL URL.
 
     On PostgreSQL a worker's connection runs its transactions READ COMMITTED
-    with row locks and the user's side SERIALIZABLE (see :mod:`._pg`).
+    with row locks and the user's side SERIALIZABLE (see :mod:`..shared._pg`).
     """
     if is_url(path):
         pg = _pg.connect(str(path), _pg.WORKER_SIDE if worker else _pg.USER_SIDE)

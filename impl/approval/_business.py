@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
-from . import _pg
-from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
-from ._errors import (
+from ..shared import _pg
+from ..shared._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
+from ..shared._errors import (
     Busy,
     IdempotencyConflict,
     InsufficientStock,
@@ -42,8 +42,8 @@ from ._errors import (
     NotAllowed,
     NotFound,
 )
-from ._ids import MAX_ID_CHARS, require_id
-from ._pg import WriteConflict, is_url
+from ..shared._ids import MAX_ID_CHARS, require_id
+from ..shared._pg import WriteConflict, is_url
 
 __all__ = [
     "DEFAULT_CATALOGUE",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from ..model import MACHINES
+from ...model import MACHINES
 from ._errors import SettledError
 
 

@@ -36,12 +36,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, cast
 
-from ..model.query import QueryState
-from . import _pg
-from ._db import connect
-from ._declared import require_declared
-from ._errors import NotFound
-from ._pg import is_url
+from ...model.query import QueryState
+from ..shared import _pg
+from ..shared._db import connect
+from ..shared._declared import require_declared
+from ..shared._errors import NotFound
+from ..shared._pg import is_url
 
 __all__ = [
     "MACHINE",

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..shared._errors import InvalidInput
 from ._business import canonical_json
-from ._errors import InvalidInput
 
 __all__ = ["DISPLAY_SCHEMA", "DisplayEvent", "append_event", "events_since"]
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, write
+from ..shared._db import DEFAULT_BUSY_TIMEOUT, apply_schema, write
 
 __all__ = [
     "APP_DAILY_SQL",

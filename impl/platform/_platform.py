@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ._db import apply_schema, connect, write
-from ._errors import Busy, InvalidInput, NotAllowed, NotFound, PlatformUnavailable
+from ..shared._db import apply_schema, connect, write
+from ..shared._errors import Busy, InvalidInput, NotAllowed, NotFound, PlatformUnavailable
 from ._orders_data import (
     APP_DAILY_SQL,
     APP_MONTHLY_SQL,

@@ -10,7 +10,7 @@ the model (:func:`trace_lines`). Two files, never one transaction across them:
   (SDK call id → ``operation_id``, origin run, parameter fingerprint,
   contract), the receipts of read-only lookups and explicit rejections, and
   the session's read permission;
-- the *business store* (:mod:`._business`, the approval protocol's own): an
+- the *business store* (:mod:`..approval._business`, the approval protocol's own): an
   in-app write runs there with ``client_token = operation_id``, so the
   business change and ``mutation_requests`` — its success receipt — commit in
   ONE transaction (L1). No second copy of that discipline exists here.
@@ -62,11 +62,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from ._business import BusinessStore, canonical_json, fingerprint, normalize
-from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
-from ._declared import require_declared
-from ._errors import CallerError, IdempotencyConflict, InvalidInput, NotAllowed, NotFound
-from ._ids import require_id
+from ..approval._business import BusinessStore, canonical_json, fingerprint, normalize
+from ..shared._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
+from ..shared._declared import require_declared
+from ..shared._errors import CallerError, IdempotencyConflict, InvalidInput, NotAllowed, NotFound
+from ..shared._ids import require_id
 
 __all__ = [
     "CONTRACTS",

@@ -36,12 +36,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from ..model.approval import ApprovalState
+from ...model.approval import ApprovalState
+from ..shared._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
+from ..shared._declared import require_declared
+from ..shared._errors import Busy, InvalidInput, NotAllowed, NotFound
 from ._business import canonical_json
-from ._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
-from ._declared import require_declared
 from ._display import DISPLAY_SCHEMA, DisplayEvent, append_event, events_since
-from ._errors import Busy, InvalidInput, NotAllowed, NotFound
 
 __all__ = [
     "MACHINE",

@@ -42,14 +42,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+from ..shared._db import DEFAULT_BUSY_TIMEOUT
+from ..shared._errors import CallerError, InvalidInput, LookupFailed, NotAllowed
+from ..shared._ids import require_id
+from ..shared._pg import is_url
 from ._business import SCHEMA_VERSION as BUSINESS_SCHEMA_VERSION
 from ._business import BusinessStore, canonical_json, normalize
 from ._checkpoint import Call, CallState, CheckpointStore, SessionBusy, StateMoved
-from ._db import DEFAULT_BUSY_TIMEOUT
 from ._display import DisplayEvent
-from ._errors import CallerError, InvalidInput, LookupFailed, NotAllowed
-from ._ids import require_id
-from ._pg import is_url
 from ._reconciler import LookupAnswer, LookupStatus, lookup
 
 __all__ = [
@@ -176,7 +176,7 @@ class ApprovalRuntime:
                 or not approval_ttl > 0:
             raise InvalidInput(f"approval_ttl is {approval_ttl!r}; pass a number of seconds > 0")
         self._clock, self._hook, self._ttl, self._tools = clock, hook or _no_hook, approval_ttl, tools
-        # A file path, or a postgresql:// URL of the business store (see impl/_pg.py).
+        # A file path, or a postgresql:// URL of the business store (see impl/shared/_pg.py).
         self._business_path: Path | str = (str(business_path) if is_url(business_path)
                                             else Path(business_path))
         self._lookup = lookup_fn or self._lookup_business

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _pg
+from ..shared import _pg
+from ..shared._db import DEFAULT_BUSY_TIMEOUT
+from ..shared._errors import InvalidInput, LookupFailed
+from ..shared._pg import is_url
 from ._business import TOOLS, check_token, fingerprint, normalize
-from ._db import DEFAULT_BUSY_TIMEOUT
-from ._errors import InvalidInput, LookupFailed
-from ._pg import is_url
 
 __all__ = [
     "LookupAnswer",

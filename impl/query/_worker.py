@@ -47,17 +47,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from ..model.query import LIVE, MAX_SUBMISSIONS
-from ..model.query import QueryState as S
-from ._crash import CrashPoints
-from ._db import next_message_seq, skip_locked, write
-from ._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
+from ...model.query import LIVE, MAX_SUBMISSIONS
+from ...model.query import QueryState as S
+from ..platform._platform import LookupAnswer, PlatformStatus, SyntheticPlatform
+from ..shared._crash import CrashPoints
+from ..shared._db import next_message_seq, skip_locked, write
+from ..shared._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
+from ..shared._ids import require_id
+from ..shared._pg import WriteConflict
 from ._events import apply_step
-from ._ids import require_id
-from ._pg import WriteConflict
-from ._platform import LookupAnswer, PlatformStatus, SyntheticPlatform
 from ._schema import open_store
-from ._store import Clock, iso, message_row, new_id, query_row, task_row, utc_now
+from ._values import Clock, iso, message_row, new_id, query_row, task_row, utc_now
 
 __all__ = ["SETTLED_PHASE", "Worker", "notification_text"]
 
