@@ -29,12 +29,15 @@ from ._lockstep import (
     Contract,
     declared_cases,
     declared_edges,
+    declared_refusals,
     make_lockstep,
+    never_alone,
     replay,
     run_lockstep,
     unfired,
     unfired_cases,
     unfired_edges,
+    unprobed_refusals,
 )
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
@@ -79,11 +82,20 @@ class Report:
     unfired_edges: list[str] = field(default_factory=list)
     cases_declared: int = 0
     unfired_cases: list[str] = field(default_factory=list)
+    refusals: dict[tuple[str, str], int] = field(default_factory=dict)
+    refusals_declared: int = 0  # (transition, guard or guard part) a caller may be refused for
+    unprobed_refusals: list[str] = field(default_factory=list)
+    refusals_never_alone: list[str] = field(default_factory=list)
     system: bool = False  # a System's lockstep: ``fired``/``unfired`` count its steps
 
     @property
     def ok(self) -> bool:
         return self.status == PASSED
+
+    @property
+    def refusals_probeable(self) -> int:
+        """Refusals some reachable state gives for one guard (or guard part) alone."""
+        return self.refusals_declared - len(self.refusals_never_alone)
 
     @property
     def exit_code(self) -> int:
@@ -108,9 +120,14 @@ class Report:
         elif self.status == PASSED:
             lines.append(f"coverage: edges {self.edges_declared - len(self.unfired_edges)}/"
                          f"{self.edges_declared}, guard alternatives "
-                         f"{self.cases_declared - len(self.unfired_cases)}/{self.cases_declared}")
+                         f"{self.cases_declared - len(self.unfired_cases)}/{self.cases_declared}"
+                         f", refusals {self.refusals_probeable - len(self.unprobed_refusals)}/"
+                         f"{self.refusals_probeable}")
             for what in (*self.unfired_edges, *self.unfired_cases):
                 lines.append(f"NEVER FIRED: {what}")
+            lines.extend(f"NEVER ASKED: a refusal by {what} alone" for what in self.unprobed_refusals)
+            lines.extend(f"NOT PROBED ALONE: {what} (in no reachable state does it alone "
+                         "refuse the trigger)" for what in self.refusals_never_alone)
         if self.not_checked:
             lines.append(f"NOT CHECKED: {', '.join(self.not_checked)} (the adapter declares "
                          "them unobservable; no run compared them with the model)")
@@ -145,6 +162,9 @@ class Report:
             "edges_declared": self.edges_declared, "edges_unfired": self.unfired_edges,
             "guard_alternatives_declared": self.cases_declared,
             "guard_alternatives_unfired": self.unfired_cases,
+            "refusals_declared": self.refusals_declared,
+            "refusals_unprobed": self.unprobed_refusals,
+            "refusals_never_alone": self.refusals_never_alone,
         }
 
 
@@ -291,7 +311,12 @@ def lockstep(adapter_factory: AdapterFactory,
         edges_declared=len(declared_edges(protocol)),
         unfired_edges=unfired_edges(protocol, record.edges) if status == PASSED else [],
         cases_declared=len(declared_cases(protocol)),
-        unfired_cases=unfired_cases(protocol, record.cases) if status == PASSED else [])
+        unfired_cases=unfired_cases(protocol, record.cases) if status == PASSED else [],
+        refusals=dict(record.refusals),
+        refusals_declared=len(declared_refusals(protocol, protocol.refusable)),
+        unprobed_refusals=(unprobed_refusals(protocol, protocol.refusable, record.refusals)
+                           if status == PASSED else []),
+        refusals_never_alone=never_alone(protocol, protocol.refusable))
 
 
 def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,

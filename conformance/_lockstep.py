@@ -99,6 +99,45 @@ def declared_cases(protocol: Protocol) -> list[tuple[str, str, str]]:
             for g in t.guards for name, _ in g.cases]
 
 
+def declared_refusals(protocol: Protocol, forbidden: frozenset[str]) -> list[tuple[str, str]]:
+    """Every (transition, atom) a caller may be refused for: each guard of a refusable
+    transition, or each part of a guard that declares parts."""
+    return list(dict.fromkeys((transition_label(t), atom) for t in protocol.transitions
+                              if t.trigger in forbidden for g in t.guards for atom in g.atoms()))
+
+
+def unprobed_refusals(protocol: Protocol, forbidden: frozenset[str],
+                      refusals: Mapping[tuple[str, str], int]) -> list[str]:
+    """The refusals the model can give for one atom alone (the tour's search found a state
+    where it fails alone) that no run of the campaign asked for."""
+    probeable = tour_refusals(protocol, forbidden)
+    return [f"{label} [{atom}]" for label, atom in declared_refusals(protocol, forbidden)
+            if (label, atom) in probeable and not refusals.get((label, atom))]
+
+
+def never_alone(protocol: Protocol, forbidden: frozenset[str]) -> list[str]:
+    """Atoms that never fail alone in a reachable state (a refusal for them always has
+    another reason too): no probe can single them out, and the report says so."""
+    probeable = tour_refusals(protocol, forbidden)
+    return [f"{label} [{atom}]" for label, atom in declared_refusals(protocol, forbidden)
+            if (label, atom) not in probeable]
+
+
+def refused_alone(protocol: Protocol, c: Config, trigger: str,
+                  params: Mapping[str, Value]) -> list[tuple[str, str]]:
+    """For each transition ``trigger`` could be here, the one atom that refuses it, where
+    exactly one does."""
+    v = protocol.view(c)
+    out = []
+    for t in protocol.transitions_from(c.state):
+        if t.trigger != trigger or {p.name for p in t.params} != set(params):
+            continue
+        failing = [a for g in t.guards for a in g.failing_atoms(v, params)]
+        if len(failing) == 1:
+            out.append((transition_label(t), failing[0]))
+    return out
+
+
 def edge_text(edge: tuple[str, str, str]) -> str:
     source, dest, trigger = edge
     return f"{trigger}: {source} -> {dest}"
@@ -301,6 +340,7 @@ class Runner:
         self.fired: dict[str, int] = {}
         self.edges: dict[tuple[str, str, str], int] = {}  # (from, to, trigger) -> times
         self.cases: dict[tuple[str, str, str], int] = {}  # (transition, guard, case) -> times
+        self.refusals: dict[tuple[str, str], int] = {}  # (transition, atom refused alone) -> times
         self.protocol_cases = _with_cases(protocol)
         self.trace_events = 0
         self.trace_problem: str | None = None
@@ -416,6 +456,8 @@ class Runner:
                              f"({changed}); the model forbids it: "
                              f"{_why_refused(self.protocol, self.configs[i], action)}")
         self.observed = (len(self.steps), {i: after})
+        for key in refused_alone(self.protocol, self.configs[i], action.trigger, action.params):
+            self.refusals[key] = self.refusals.get(key, 0) + 1
 
     # -- checks ----------------------------------------------------------------
     def observe(self, i: int) -> dict[str, Value]:
@@ -662,6 +704,7 @@ class Record:
     examples: int = 0
     edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
     cases: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    refusals: dict[tuple[str, str], int] = field(default_factory=dict)  # (transition, atom)
     trace_events: int = 0  # events of the implementation's logs the trace checker accepted
     trace_failure: str | None = None
     spec: Any = None  # (protocol, factory, instances, forbidden) of the machine
@@ -729,8 +772,10 @@ def make_lockstep(protocol: Protocol, factory: AdapterFactory, *, instances: int
                 _merge(record.fired, self.run.fired)
                 _merge(record.edges, self.run.edges)
                 _merge(record.cases, self.run.cases)
+                _merge(record.refusals, self.run.refusals)
                 self.seen.update(self.run.fired)
                 self.run.fired, self.run.edges, self.run.cases = {}, {}, {}
+                self.run.refusals = {}
             self.deepest = max(self.deepest, *(protocol.view(c).get("submissions", 0)
                                                for c in self.run.configs))
 
@@ -761,25 +806,45 @@ def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:
         total[k] = total.get(k, 0) + n
 
 
-_TOURS: dict[tuple[int, frozenset[str]], tuple[Protocol, list[list[Action]]]] = {}
+_TOURS: dict[tuple[int, frozenset[str]],
+             tuple[Protocol, list[list[Action]], frozenset[tuple[str, str]]]] = {}
 
 
 def tour(protocol: Protocol, forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
     """:func:`directed_tour`, computed once per protocol object (a search of the whole space)."""
+    return _tour(protocol, forbidden)[1]
+
+
+def tour_refusals(protocol: Protocol, forbidden: frozenset[str]) -> frozenset[tuple[str, str]]:
+    """The (transition, atom) refusals the tour's search found a state for, where that atom
+    alone refuses the transition (the tour probes each of them)."""
+    return _tour(protocol, forbidden)[2]
+
+
+def _tour(protocol: Protocol, forbidden: frozenset[str]
+          ) -> tuple[Protocol, list[list[Action]], frozenset[tuple[str, str]]]:
     key = (id(protocol), frozenset(forbidden))
     found = _TOURS.get(key)
     if found is None or found[0] is not protocol:
-        found = _TOURS[key] = (protocol, directed_tour(protocol, forbidden))
-    return found[1]
+        probed: set[tuple[str, str]] = set()
+        paths = _directed_tour(protocol, frozenset(forbidden), probed)
+        found = _TOURS[key] = (protocol, paths, frozenset(probed))
+    return found
 
 
 def directed_tour(protocol: Protocol,
                   forbidden: frozenset[str] = frozenset()) -> list[list[Action]]:
+    return _directed_tour(protocol, forbidden, set())
+
+
+def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
+                   probed: set[tuple[str, str]]) -> list[list[Action]]:
     """For every transition, the shortest run of one instance that fires it, and that run
     extended by each step that can follow it; for every edge, guard alternative and value of
     a variable of at most three values at an edge, the shortest run that fires it; and for every
-    guard of a transition a caller may be refused, the shortest run to a state where that
-    guard alone refuses it, ending in the refused action.
+    guard of a transition a caller may be refused (each part of a guard that declares
+    parts), the shortest run to a state where that guard, or part, alone refuses it, ending
+    in the refused action. ``probed`` receives the (transition, atom) of each such probe.
 
     Replayed before the random campaign, the tour guarantees transition and
     refusal coverage: random runs rarely reach, say, a third not-found in a
@@ -831,6 +896,7 @@ def directed_tour(protocol: Protocol,
                 if refusal not in probes:
                     probes[refusal] = [*_path_to(parent, c), refused]
         frontier = nxt
+    probed.update((label, atom) for label, atom, _params in probes)
     fires = [paths[transition_label(t)] for t in protocol.transitions
              if transition_label(t) in paths]
     known = {_path_text(path) for path in fires}
@@ -852,8 +918,9 @@ def _path_text(path: Sequence[Action]) -> tuple[str, ...]:
 
 
 class _Refusals:
-    """(transition, guard, params) → a forbidden action refused in a configuration by that
-    guard alone. Worked out once per state, set of enabled steps and values of the variables
+    """(transition, atom, params) → a forbidden action refused in a configuration by that
+    atom (a guard, or one part of a guard that declares parts) alone. Worked out once per
+    state, set of enabled steps and values of the variables
     the forbidden transitions' guards read: most configurations of a search share them."""
 
     def __init__(self, protocol: Protocol, forbidden: frozenset[str]) -> None:
@@ -885,9 +952,11 @@ class _Refusals:
             if t.trigger not in self.forbidden:
                 continue
             for params in t.param_choices():
-                failing = [g for g in t.guards if not g(v, params)]
-                if len(failing) == 1 and (t.trigger, tuple(params.items())) not in enabled:
-                    key = (transition_label(t), failing[0].name, repr(sorted(params.items())))
+                if (t.trigger, tuple(params.items())) in enabled:
+                    continue
+                failing = [a for g in t.guards for a in g.failing_atoms(v, params)]
+                if len(failing) == 1:
+                    key = (transition_label(t), failing[0], repr(sorted(params.items())))
                     out.append((key, Action(0, t.trigger, params, forbidden=True)))
         return out
 
@@ -912,6 +981,7 @@ def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
         _merge(record.fired, runs[0].fired)
         _merge(record.edges, runs[0].edges)
         _merge(record.cases, runs[0].cases)
+        _merge(record.refusals, runs[0].refusals)
         record.trace_events += runs[0].trace_events
         record.trace_failure = record.trace_failure or runs[0].trace_problem
         if message is not None:

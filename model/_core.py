@@ -100,9 +100,23 @@ class Guard:
     # A disjunction's alternatives, each (name, predicate): the guard holds when one does.
     # Coverage counts which alternative let a step through, so "fired" means every way.
     cases: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = ()
+    # A conjunction's parts, each (name, predicate): the guard holds when all do. A caller
+    # may be refused for any one of them, so the kit probes a refusal where each part
+    # fails alone (a lease held but stale, not only no lease at all).
+    parts: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = ()
 
     def __call__(self, v: Vars, p: Params) -> bool:
         return self.fn(v, p)
+
+    def atoms(self) -> tuple[str, ...]:
+        """What a refusal can be for: each part (``guard[part]``), or the guard itself."""
+        return tuple(f"{self.name}[{n}]" for n, _ in self.parts) or (self.name,)
+
+    def failing_atoms(self, v: Vars, p: Params) -> tuple[str, ...]:
+        """The atoms that fail in ``v`` with ``p`` (none when the guard holds)."""
+        if self.parts:
+            return tuple(f"{self.name}[{n}]" for n, fn in self.parts if not fn(v, p))
+        return () if self.fn(v, p) else (self.name,)
 
     def case(self, v: Vars, p: Params) -> str | None:
         """The first alternative that holds (None for a guard without alternatives)."""

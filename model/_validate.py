@@ -2,7 +2,8 @@
 
 Checked: unique names; declared sources, destinations and initial state;
 variable initial values inside their domains; known rule IDs; guards that
-read only what they declare; every state reachable in the protocol graph;
+read only what they declare, and whose declared parts say what they say;
+every state reachable in the protocol graph;
 terminal states without exits and non-terminal states with at least one;
 and no two transitions with the same trigger and source that can both be
 enabled by one valuation unless they declare different priorities.
@@ -33,6 +34,7 @@ def validate(p: Protocol) -> None:
     for t in p.transitions:
         for g in t.guards:
             _guard_reads(p, t, g)
+            _guard_parts(p, t, g)
     _reachability(p)
     _exits(p)
     _ambiguity(p)
@@ -138,6 +140,23 @@ def _guard_reads(p: Protocol, t: Transition, g: Guard) -> None:
             raise
         except Exception as exc:  # a guard must be total over its declared domains
             raise DeclarationError(f"{where} raised {exc!r} on {valuation}") from exc
+
+
+def _guard_parts(p: Protocol, t: Transition, g: Guard) -> None:
+    """A guard's declared parts are a conjunction that says exactly what the guard says,
+    checked on every valuation of what it reads (the domains are small)."""
+    if not g.parts:
+        return
+    where = f"{p.name}: guard {g.name!r} of {t.trigger!r}"
+    names = [n for n, _ in g.parts]
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise DeclarationError(f"{where} declares parts {names}; give two or more, each named "
+                               "once (a single condition needs no parts)")
+    for valuation in itertools.islice(_valuations(p, t, g.reads), 100_000):
+        v, prm = _split(t, valuation)
+        if g(v, prm) != all(fn(v, prm) for _n, fn in g.parts):
+            raise DeclarationError(f"{where}: its parts {names} disagree with the guard when "
+                                   f"{valuation}; the guard must hold exactly when all parts do")
 
 
 def _reachability(p: Protocol) -> None:

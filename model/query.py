@@ -162,7 +162,9 @@ def _held(v, p) -> int:  # type: ignore[no-untyped-def]
 
 FRESH_LEASE = Guard("fresh_lease", "worker holds the current lease_epoch",
                     lambda v, p: v["lease_epoch"] > 0 and _held(v, p) == v["lease_epoch"],
-                    reads=("held", "lease_epoch", "worker"))
+                    reads=("held", "lease_epoch", "worker"),
+                    parts=(("holds a lease", lambda v, p: _held(v, p) > 0),
+                           ("the lease is current", lambda v, p: _held(v, p) == v["lease_epoch"])))
 OWN_CALL = Guard("own_call", "this lease committed submitting",
                  lambda v, p: v["submit_epoch"] == v["lease_epoch"],
                  reads=("submit_epoch", "lease_epoch"))

@@ -48,8 +48,10 @@ def summary(result: dict[str, Any]) -> Table:
 def _fired(ls: dict[str, Any]) -> str:
     """Edges and guard alternatives fired of those declared."""
     edges, cases = ls.get("edges", 0), ls.get("guard_alternatives", 0)
+    refusals = ls.get("refusals", 0) - len(ls.get("refusals_never_alone", []))
     return (f"edges {edges - len(ls.get('unfired_edges', []))}/{edges}, guard alternatives "
-            f"{cases - len(ls.get('unfired_guard_alternatives', []))}/{cases}")
+            f"{cases - len(ls.get('unfired_guard_alternatives', []))}/{cases}, refusals "
+            f"{refusals - len(ls.get('unprobed_refusals', []))}/{refusals}")
 
 
 def _system_cell(sy: dict[str, Any]) -> str:
@@ -99,6 +101,12 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: the campaign never fired the edge {edge}")
         for case in ls.get("unfired_guard_alternatives", []):
             err.print(f"{name}: the campaign never fired the guard alternative {case}")
+        for refusal in ls.get("unprobed_refusals", []):
+            err.print(f"{name}: the campaign never asked for a refusal by {refusal} alone")
+        for refusal in ls.get("refusals_never_alone", []):
+            err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
+                      "refuse the trigger: another guard fails too, or another transition of the "
+                      "trigger takes the step)")
     for name in result["views"].get("stale", []):
         what = "stale" if (Path(result.get("root", ".")) / "diagrams" / name).exists() else "missing"
         err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled diagrams / "

@@ -31,10 +31,13 @@ from settled.conformance._explore import explore
 from settled.conformance._lockstep import (
     declared_cases,
     declared_edges,
+    declared_refusals,
+    never_alone,
     run_lockstep,
     unfired,
     unfired_cases,
     unfired_edges,
+    unprobed_refusals,
 )
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, SYSTEM_SUITES
@@ -108,19 +111,25 @@ def check_lockstep(name: str, profile_name: str, seed: int,
     missing = unfired(suite.protocol, record.fired)
     edges = unfired_edges(suite.protocol, record.edges)
     cases = unfired_cases(suite.protocol, record.cases)
+    refusals = unprobed_refusals(suite.protocol, suite.forbidden, record.refusals)
     failure = record.failure or record.adapter_error
     try:
         not_checked = list(probe(suite.adapter, suite.protocol)[2])
     except AdapterError as exc:
         not_checked, failure = [], failure or str(exc)
-    lockstep = {"ok": failure is None and not missing and not edges and not cases,
+    lockstep = {"ok": failure is None and not missing and not edges and not cases
+                and not refusals,
                 "not_checked": not_checked,
                 "profile": profile_name, "seed": seed, "examples": record.examples,
                 "steps": sum(record.fired.values()), "seconds": round(seconds, 2),
                 "unfired_transitions": missing,
                 "edges": len(declared_edges(suite.protocol)), "unfired_edges": edges,
                 "guard_alternatives": len(declared_cases(suite.protocol)),
-                "unfired_guard_alternatives": cases, "failure": failure, "store": where}
+                "unfired_guard_alternatives": cases,
+                "refusals": len(declared_refusals(suite.protocol, suite.forbidden)),
+                "unprobed_refusals": refusals,
+                "refusals_never_alone": never_alone(suite.protocol, suite.forbidden),
+                "failure": failure, "store": where}
     trace = {"ok": record.trace_failure is None and record.trace_events > 0,
              "events": record.trace_events, "failure": record.trace_failure}
     return lockstep, trace, record

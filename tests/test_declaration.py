@@ -136,6 +136,24 @@ def test_guard_declaring_a_name_that_does_not_exist_is_named():
         machine(transitions=(Transition("go", ("a",), "b", "go", ("Q1",), guards=(ghost,)),))
 
 
+def _guarded(guard: Guard) -> Protocol:
+    return machine(variables=(Variable("n", (0, 1, 2), 0, "a counter"),),
+                   transitions=(Transition("go", ("a",), "b", "go", ("Q1",), guards=(guard,)),))
+
+
+def test_guard_parts_must_say_exactly_what_the_guard_says():
+    whole = lambda v, p: v["n"] == 1  # noqa: E731
+    right = Guard("one", "n is 1", whole, reads=("n",),
+                  parts=(("positive", lambda v, p: v["n"] > 0), ("below two", lambda v, p: v["n"] < 2)))
+    assert _guarded(right).transitions[0].guards[0].atoms() == ("one[positive]", "one[below two]")
+    wrong = dataclasses.replace(right, parts=(("positive", lambda v, p: v["n"] > 0),
+                                              ("anything", lambda v, p: True)))
+    with pytest.raises(DeclarationError, match=r"guard 'one' of 'go': its parts .* disagree .*'n': 2"):
+        _guarded(wrong)
+    with pytest.raises(DeclarationError, match="two or more, each named once"):
+        _guarded(dataclasses.replace(right, parts=(("positive", lambda v, p: v["n"] > 0),)))
+
+
 def test_declaration_errors_are_value_errors():
     assert issubclass(DeclarationError, ValueError)
 

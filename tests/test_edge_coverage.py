@@ -12,11 +12,15 @@ from settled.conformance._lockstep import (
     Record,
     declared_cases,
     declared_edges,
+    declared_refusals,
     edge_key,
+    never_alone,
     tour,
+    tour_refusals,
     transition_label,
     unfired_cases,
     unfired_edges,
+    unprobed_refusals,
 )
 from settled.model import APPROVAL, build_query_machine
 
@@ -82,6 +86,7 @@ def test_verify_fails_naming_an_edge_the_campaign_never_fired(monkeypatch):
         record.fired = {transition_label(t): 1 for t in p.transitions}
         record.edges = {e: 1 for e in declared_edges(p)}
         record.cases = {c: 1 for c in declared_cases(p)}
+        record.refusals = {r: 1 for r in declared_refusals(p, p.refusable)}
         record.edges.pop(("submission_unknown", "submission_unknown", "cancel_unanswered"), None)
         record.trace_events = 1
         return record
@@ -103,3 +108,53 @@ def test_the_overlay_counts_guard_alternatives():
     del cases[(label, "platform_running_or_cancelled", "platform cancelled")]
     dot = _diagrams.to_dot(QUERY2, edges, cases)
     assert "platform running ×1, platform cancelled NEVER FIRED" in dot
+
+
+# --------------------------------------------------------------------------
+# Refusals: one probe per guard, and per part of a guard that declares parts
+# --------------------------------------------------------------------------
+BEGIN = "begin_submit: queued -> submitting"
+
+
+def test_the_tour_probes_a_stale_lease_alone_not_only_a_missing_one():
+    """fresh_lease is "holds a lease AND it is the current one": each part gets a probe of
+    its own, so a stale lease's write is asked for, not only a write with no lease at all."""
+    probed = tour_refusals(QUERY2, QUERY2.refusable)
+    assert {(BEGIN, "fresh_lease[holds a lease]"),
+            (BEGIN, "fresh_lease[the lease is current]")} <= probed
+    stale = [[a.text() for a in path] for path in tour(QUERY2, QUERY2.refusable)
+             if path[-1].forbidden and path[-1].trigger == "begin_submit"
+             and sum(a.trigger == "claim" for a in path) == 2]
+    assert ["q0 check_passed",
+            "q0 confirm quote=whole draft_version=current condition_version=current "
+            "message=attributed", "q0 claim worker=0", "q0 claim worker=1",
+            "refuse q0 begin_submit worker=0"] in stale
+
+
+def test_a_refusal_that_never_happens_alone_is_said_not_hidden():
+    alone = never_alone(QUERY2, QUERY2.refusable)
+    # Below the limit or at it, another resubmit transition takes the step: never a refusal.
+    assert "resubmit: not_found -> submitting [under_limit]" in alone
+    assert len(declared_refusals(QUERY2, QUERY2.refusable)) == len(alone) + len(
+        tour_refusals(QUERY2, QUERY2.refusable))
+
+
+def test_verify_fails_naming_a_refusal_the_campaign_never_asked_for(monkeypatch):
+    def campaign(machine, settings, seed=None, **kw):
+        record = Record()
+        p = machine.spec[0]
+        record.fired = {transition_label(t): 1 for t in p.transitions}
+        record.edges = {e: 1 for e in declared_edges(p)}
+        record.cases = {c: 1 for c in declared_cases(p)}
+        record.refusals = {r: 1 for r in declared_refusals(p, p.refusable)}
+        del record.refusals[(BEGIN, "fresh_lease[the lease is current]")]
+        record.trace_events = 1
+        return record
+
+    monkeypatch.setattr(_verify, "run_lockstep", campaign)
+    lockstep, _trace, _record = _verify.check_lockstep("query", "dev", 1)
+    assert not lockstep["ok"]
+    assert lockstep["unprobed_refusals"] == [f"{BEGIN} [fresh_lease[the lease is current]]"]
+    assert lockstep["unfired_edges"] == [] and lockstep["unfired_guard_alternatives"] == []
+    assert "resubmit: not_found -> submitting [under_limit]" in lockstep["refusals_never_alone"]
+    assert unprobed_refusals(QUERY2, QUERY2.refusable, {}) != []  # nothing asked: all named

@@ -18,6 +18,7 @@ from settled.conformance._lockstep import (
     unfired,
     unfired_cases,
     unfired_edges,
+    unprobed_refusals,
 )
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
@@ -77,6 +78,7 @@ def test_a_short_campaign_passes_and_fires_every_edge():
     assert record.failure is None and record.adapter_error is None, record.failure
     assert unfired_edges(MODEL, record.edges) == []
     assert unfired_cases(MODEL, record.cases) == []
+    assert unprobed_refusals(MODEL, MODEL.refusable, record.refusals) == []
     assert record.trace_events > 0
 
 
