@@ -585,5 +585,6 @@ def test_max_states_stops_early_and_gives_no_coverage_verdict() -> None:
 
 def test_progress_is_reported() -> None:
     calls: list[tuple[int, int, float]] = []
-    explore(SMALL, instances=2, progress=lambda s, f, t: calls.append((s, f, t)))
-    assert calls and calls[-1][1] == 0 and calls[-1][0] == explore(SMALL).states ** 2
+    tiny = build_query_machine(workers=1, max_epoch=1, max_task_version=2)
+    explore(tiny, instances=2, progress=lambda s, f, t: calls.append((s, f, t)))
+    assert calls and calls[-1][1] == 0 and calls[-1][0] == explore(tiny).states ** 2

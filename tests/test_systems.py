@@ -160,6 +160,8 @@ def _naive(system: System) -> tuple[int, int, set[int], set[tuple[str, str]]]:
     broken: set[tuple[str, str]] = set()
     m = system.machine
     steps: dict[Config, tuple[Step, ...]] = {}
+    props: dict[tuple[Any, ...], set[str]] = {}  # step properties broken, per instance step
+    invariants: dict[Config, set[str]] = {}
 
     def local(c: Config) -> tuple[Step, ...]:  # machine.enabled, memoised
         if c not in steps:
@@ -168,14 +170,19 @@ def _naive(system: System) -> tuple[int, int, set[int], set[tuple[str, str]]]:
 
     while queue:
         cfg = queue.popleft()
-        broken.update(("invariant", i.name) for c in cfg.instances for i in m.broken_invariants(c))
+        for c in cfg.instances:
+            if c not in invariants:
+                invariants[c] = {i.name for i in m.broken_invariants(c)}
+            broken.update(("invariant", name) for name in invariants[c])
         broken.update(("system_invariant", i.name) for i in system.broken_invariants(cfg))
         for step in system.enabled(cfg, local):
             edges += 1
             for i, s in step.moves:
                 fired.add(id(s.transition))
-                broken.update(("step_property", p.name)
-                              for p in m.broken_step_properties(cfg.instances[i], s))
+                key = (cfg.instances[i], id(s.transition), tuple(s.params.items()), s.after)
+                if key not in props:
+                    props[key] = {p.name for p in m.broken_step_properties(cfg.instances[i], s)}
+                broken.update(("step_property", name) for name in props[key])
             if step.after not in seen:
                 seen.add(step.after)
                 queue.append(step.after)
