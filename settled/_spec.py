@@ -84,7 +84,9 @@ def machine_section(p: Protocol) -> list[str]:
     for t in p.transitions:
         src = ", ".join(f"`{s}`" for s in t.source)
         dest = f"`{t.dest}`" if t.dest else "(same)"
-        guard = _cell(" and ".join(f"{g.name}: {g.text}" for g in t.guards) or "—")
+        guard = _cell(" and ".join(f"{g.name}: {g.text}" + (
+            " (" + " and ".join(n for n, _ in g.parts) + ")" if g.parts else "")
+            for g in t.guards) or "—")
         params = f" ({', '.join(x.name for x in t.params)})" if t.params else ""
         out.append(f"| `{t.trigger}`{params} | {src} | {dest} | {guard} | {_cell(t.effect.text)} "
                    f"| {t.actor} | {', '.join(t.rules)} | {_cell(t.meaning)} |")
