@@ -130,7 +130,8 @@ def refused_alone(protocol: Protocol, c: Config, trigger: str,
     v = protocol.view(c)
     out = []
     for t in protocol.transitions_from(c.state):
-        if t.trigger != trigger or {p.name for p in t.params} != set(params):
+        if t.trigger != trigger or {p.name for p in t.params} != set(params) or not all(
+                params[p.name] in p.domain for p in t.params):
             continue
         failing = [a for g in t.guards for a in g.failing_atoms(v, params)]
         if len(failing) == 1:

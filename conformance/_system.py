@@ -383,7 +383,10 @@ _Compiled = tuple[
 def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
                   sync_moves: list[tuple[int, _Move]]) -> list[_Succ]:
     """The synchronised steps (``sync_moves``: every instance's sync moves, in instance
-    order) and the system's own steps, in ``System.enabled``'s order."""
+    order) and the system's own steps. Sync steps are offered sorted by (trigger,
+    parameters), the order the explorer has always used; ``System.enabled`` offers them in
+    the declared ``sync`` order. Only the BFS numbering depends on it: the same states,
+    steps and shortest lengths are found either way."""
     sys = sp.system
     sv = sp.shared_info(shared)[0]
     refine = sys._refine
@@ -467,8 +470,8 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
         start = len(succ)
         succ_start.append(start)
         syncs: list[tuple[int, _Move]] = []
-        # System.enabled's steps, in its order, on interned ids: each instance's own steps
-        # compiled per shared value, then the sync steps and the system's own.
+        # System.enabled's steps on interned ids: each instance's own steps compiled per
+        # shared value, then the sync steps and the system's own.
         for i, c in enumerate(ids):
             plain, bad, sync_moves = compiled.get((c, shared)) or sp.compiled(c, shared)
             for dest, write, new_shared, count in plain:

@@ -152,11 +152,23 @@ def _guard_parts(p: Protocol, t: Transition, g: Guard) -> None:
     if len(names) < 2 or len(set(names)) != len(names):
         raise DeclarationError(f"{where} declares parts {names}; give two or more, each named "
                                "once (a single condition needs no parts)")
-    for valuation in itertools.islice(_valuations(p, t, g.reads), 100_000):
+    for checked, valuation in enumerate(_valuations(p, t, g.reads), 1):
+        if checked > _MAX_PART_VALUATIONS:
+            raise DeclarationError(f"{where}: its parts cannot be checked, the guard reads more "
+                                   f"than {_MAX_PART_VALUATIONS:,} valuations; split the guard")
         v, prm = _split(t, valuation)
-        if g(v, prm) != all(fn(v, prm) for _n, fn in g.parts):
+        try:
+            agree = g(v, prm) == all(fn(_Only(v, where), _Only(prm, where)) for _n, fn in g.parts)
+        except DeclarationError:
+            raise
+        except Exception as exc:  # a part must be total over the guard's declared domains
+            raise DeclarationError(f"{where}: a part raised {exc!r} on {valuation}") from exc
+        if not agree:
             raise DeclarationError(f"{where}: its parts {names} disagree with the guard when "
                                    f"{valuation}; the guard must hold exactly when all parts do")
+
+
+_MAX_PART_VALUATIONS = 100_000
 
 
 def _reachability(p: Protocol) -> None:

@@ -43,7 +43,7 @@ SYSTEM_BYTES_PER_STATE = 550  # a system: canonical states and parents only
 # workers is None for the approval machine, which has none.
 MEASURED: dict[tuple[str, int, int | None], int] = {
     ("query", 1, 1): 4_758, ("query", 1, 2): 18_054, ("query", 1, 3): 47_634,
-    ("query", 1, 4): 103_158, ("query", 2, 1): 707_588, ("query", 2, 2): 2_700_000,
+    ("query", 1, 4): 103_158, ("query", 2, 1): 707_588, ("query", 2, 2): 2_728_316,
     ("approval", 1, None): 231, ("approval", 2, None): 20_910, ("approval", 3, None): 1_141_358,
     ("ledger", 1, None): 138, ("ledger", 2, None): 1_709, ("ledger", 3, None): 17_200,
 }
@@ -86,7 +86,8 @@ def machine_limit() -> int:
 
 def states(model: str, instances: int, workers: int | None) -> tuple[int, bool]:
     """Reachable states of ``model`` with ``instances`` instances: (count, measured)."""
-    w = None if model != "query" else (workers or DEFAULT_WORKERS)
+    # Unasked, the single query machine has two workers and the query system one process.
+    w = None if model != "query" else (workers or (1 if instances > 1 else DEFAULT_WORKERS))
     key = (model, instances, w)
     if key in MEASURED:
         return MEASURED[key], True

@@ -11,9 +11,17 @@ class OutputPathError(OSError):
 
 
 def writable_dir(directory: Path) -> None:
-    """Create ``directory`` if needed and prove a file can be written in it."""
+    """Create ``directory`` if needed (its parent must exist: a mistyped path is an error,
+    never a tree of new folders) and prove a file can be written in it."""
+    parent = directory.parent
+    if not directory.exists() and parent.exists() and not parent.is_dir():
+        raise OutputPathError(f"cannot write into {directory}: {parent} is not a folder; "
+                              "choose a writable folder")
+    if not directory.exists() and not parent.exists():
+        raise OutputPathError(f"cannot create {directory}: the folder {parent} does not exist; "
+                              "create it first or choose another path")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".settled-write-check-"):
             pass
     except OSError as e:

@@ -104,8 +104,9 @@ def test_the_memory_estimate_follows_measured_figures_and_caps_at_max_states() -
         guess = estimate(model, queries, workers)
         assert guess is not None and guess.measured and guess.states == states
     assert estimate("a_machine_nobody_measured", 1, None) is None
+    # Unasked, the query system has one worker process; three queries still cannot fit.
     huge = estimate("query", 3, None, limit=16 * 2**30)
-    assert huge is not None and not huge.fits and huge.states > 100 * MEASURED[("query", 2, 2)]
+    assert huge is not None and not huge.fits and huge.states > 100 * MEASURED[("query", 2, 1)]
     capped = estimate("query", 3, None, max_states=1000, limit=16 * 2**30)
     assert capped is not None and capped.fits and capped.states == 1000
     # Each worker and each instance only ever adds states.
@@ -200,3 +201,11 @@ def test_an_output_file_in_a_missing_folder_is_refused_not_created(tmp_path: Pat
     assert out.returncode == 2, out.stderr
     assert "does not exist" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "no").exists()
+
+
+def test_an_output_folder_under_a_missing_folder_is_an_error_not_a_new_tree(tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "kept"
+    done = _settled("demo", "query", "--dir", str(missing))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "does not exist" in done.stderr
+    assert not (tmp_path / "typo").exists()  # nothing was created

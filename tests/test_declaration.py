@@ -150,6 +150,10 @@ def test_guard_parts_must_say_exactly_what_the_guard_says():
                                               ("anything", lambda v, p: True)))
     with pytest.raises(DeclarationError, match=r"guard 'one' of 'go': its parts .* disagree .*'n': 2"):
         _guarded(wrong)
+    sneaky = dataclasses.replace(right, parts=(("positive", lambda v, p: v["n"] > 0),
+                                               ("below two", lambda v, p: v["m"] < 2)))
+    with pytest.raises(DeclarationError, match="reads 'm' but does not declare it"):
+        _guarded(sneaky)
     with pytest.raises(DeclarationError, match="two or more, each named once"):
         _guarded(dataclasses.replace(right, parts=(("positive", lambda v, p: v["n"] > 0),)))
 

@@ -175,6 +175,8 @@ def _naive(system: System) -> tuple[int, int, set[int], set[tuple[str, str]]]:
                 invariants[c] = {i.name for i in m.broken_invariants(c)}
             broken.update(("invariant", name) for name in invariants[c])
         broken.update(("system_invariant", i.name) for i in system.broken_invariants(cfg))
+        broken.update(("domain", var.name) for var, x in zip(system.variables, cfg.shared,
+                                                              strict=True) if x not in var.domain)
         for step in system.enabled(cfg, local):
             edges += 1
             for i, s in step.moves:
@@ -214,7 +216,7 @@ def test_the_compiled_search_is_system_enabled_step_for_step(make: Any) -> None:
     unfired = {f.name for f in result.findings if f.kind == "unfired_transition"}
     assert unfired == {t.trigger for t in system.machine.transitions if id(t) not in fired}
     assert {(f.kind, f.name) for f in result.findings
-            if f.kind in ("invariant", "system_invariant", "step_property")} == broken
+            if f.kind in ("invariant", "system_invariant", "step_property", "domain")} == broken
 
 
 def test_a_system_is_validated_when_built() -> None:

@@ -34,4 +34,4 @@ class CancelPart(StoreBase):
             else:
                 raise NotAllowed(f"cannot cancel query {query_id!r}: it is {state.value}"
                                  f"{_why_not(state, '; it is settled, there is nothing to cancel')}")
-        return Query.from_row(query_row(self._conn, query_id))
+        return self.query(query_id)

@@ -51,7 +51,7 @@ class ConfirmPart(StoreBase):
             if state is not QueryState.AWAITING:
                 raise NotAllowed(f"cannot confirm query {query_id!r}: it is {state.value}"
                                  f"{_why_not(state)}")
-            require_rights(conn, run_id, query["session_id"], query_id)
+            self._require_rights(conn, run_id, query["session_id"], query_id)
             task = self._confirmable(conn, query, message)
             apply_step(conn, query_id, trigger="confirm", params=CONFIRM_PARAMS,
                        from_state=QueryState.AWAITING, to_state=QueryState.QUEUED, at=now,
@@ -62,7 +62,13 @@ class ConfirmPart(StoreBase):
                          (message_id,))
             conn.execute("UPDATE tasks SET phase = ? WHERE task_id = ?",
                          (PHASE_EXECUTING, query["task_id"]))
-        return Query.from_row(query_row(self._conn, query_id))
+        return self.query(query_id)
+
+    @staticmethod
+    def _require_rights(conn: sqlite3.Connection, run_id: str, session_id: str,
+                        query_id: str) -> None:
+        """The run must hold the session's execution rights (Q6); see ``_runs``."""
+        require_rights(conn, run_id, session_id, query_id)
 
     @staticmethod
     def _confirmable(conn: sqlite3.Connection, query: sqlite3.Row,

@@ -76,9 +76,6 @@ class DraftsPart(StoreBase):
                              f"{old['execution_state']}, only a draft awaiting confirmation can be "
                              "revised; draft without replaces_query_id (T3)")
 
-    def query(self, query_id: str) -> Query:
-        return Query.from_row(query_row(self._conn, require_id("query_id", query_id)))
-
     def observe(self, query_id: str) -> dict[str, Any]:
         """The query in the model's terms: ``{"state": …}`` plus the logged variables.
 

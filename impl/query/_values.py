@@ -23,6 +23,7 @@ from ..platform._orders_data import shape_problem
 from ..platform._platform import SyntheticPlatform
 from ..shared._db import row_lock
 from ..shared._errors import InvalidInput, NotFound
+from ..shared._ids import require_id
 
 Clock = Callable[[], datetime]
 """An aware ``datetime`` for "now"; injectable so leases and clocks can be tested."""
@@ -276,3 +277,6 @@ class StoreBase:
 
     def _now(self) -> str:
         return iso(self._clock())
+
+    def query(self, query_id: str) -> Query:
+        return Query.from_row(query_row(self._conn, require_id("query_id", query_id)))

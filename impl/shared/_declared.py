@@ -1,7 +1,7 @@
 """The gate every recorded state change of the implementation passes.
 
 Each store writes a state change and its event in one transaction, through one
-function per store (``_events.append_event`` for queries, the checkpoint's and
+function per store (``query/_events.append_event`` for queries, the checkpoint's and
 the ledger's ``_log``). Those functions call :func:`require_declared` first:
 a (trigger, from, to) that the machine's table does not declare raises
 :class:`UndeclaredTransition`, and the transaction, state change included, is
