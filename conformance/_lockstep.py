@@ -868,6 +868,7 @@ def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
         nxt = []
         for c in frontier:
             v = protocol.view(c)
+            flagged = [(f, repr(v[f])) for f in flags]  # once per configuration, not per step
             here = list(protocol.enabled(c))
             for s in here:
                 label = transition_label(s.transition)
@@ -887,7 +888,7 @@ def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
                 for key in (("edge", *edge),
                             *(("case", label, g.name, case) for g in s.transition.guards
                               if (case := g.case(v, s.params)) is not None),
-                            *(("flag", *edge, f, repr(v[f])) for f in flags)):
+                            *(("flag", *edge, f, r) for f, r in flagged)):
                     if key not in ways:
                         ways[key] = [*_path_to(parent, c), action]
                 if s.after not in parent:
