@@ -15,8 +15,8 @@ from settled._bench import run_bench
 from settled._stores import ENV, StoreError, reachable
 from settled.impl.shared._pg import is_url
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+out = Console(highlight=False, soft_wrap=True, markup=False)
 
 SECTIONS = {
     "impl": "the implementation end to end, on SQLite and PostgreSQL",

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 from settled._paths import OutputPathError, writable_dir, writable_file
@@ -23,7 +24,7 @@ from settled.model.systems import (
     build_query_system,
 )
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def machine_for(name: str, workers: int | None) -> Protocol:
@@ -68,9 +69,9 @@ def report_text(result: ExploreResult) -> None:
               f"bounds {result.bounds}")
     for f in result.findings:
         rules = ", ".join(f.rules) or "-"
-        out.print(f"[bold]{f.kind}[/bold] {f.name} ({rules}): {f.text}")
+        out.print(f"[bold]{f.kind}[/bold] {escape(f.name)} ({rules}): {escape(f.text)}")
         if f.counterexample is not None:
-            out.print(f.counterexample.steps_text())
+            out.print(escape(f.counterexample.steps_text()))
     if not result.complete:
         out.print(f"INCOMPLETE: stopped at {result.states:,} states (--max-states); the rest of "
                   "the space was not explored")
@@ -229,9 +230,10 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
                   f"{result.edges:,} edges in {result.seconds:.2f}s "
                   f"({result.states_per_second:,.0f} states/s)")
         for f in result.findings:
-            out.print(f"[bold]{f.kind}[/bold] {f.name} ({', '.join(f.rules) or '-'}): {f.text}")
+            out.print(f"[bold]{f.kind}[/bold] {escape(f.name)} ({', '.join(f.rules) or '-'}): "
+                      f"{escape(f.text)}")
             if f.counterexample is not None:
-                out.print(f.counterexample.steps_text())
+                out.print(escape(f.counterexample.steps_text()))
         if not result.complete:
             out.print(f"INCOMPLETE: stopped at {result.states:,} states (--max-states)")
         else:

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from settled._paths import OutputPathError, writable_dir
@@ -22,7 +23,7 @@ from settled.conformance._mutants_run import MutantResult, MutantsReport, run_mu
 from settled.conformance._profiles import PROFILES, profile
 from settled.conformance.mutants import rule_coverage
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 out = Console(highlight=False, soft_wrap=True)
 
 
@@ -78,7 +79,7 @@ def _table(report: MutantsReport) -> Table:
     table = Table("mutant", "rule", "killed", "by", "seconds", "steps", title="settled mutants")
     for m in report.mutants:
         mark = "[green]✓[/green]" if m.killed else "[red]✗[/red]"
-        table.add_row(m.name, m.rule, mark, m.killed_by or "-", f"{m.seconds:.2f}",
+        table.add_row(escape(m.name), m.rule, mark, m.killed_by or "-", f"{m.seconds:.2f}",
                       "-" if m.steps is None else str(len(m.steps)))
     return table
 
@@ -87,11 +88,11 @@ def _details(report: MutantsReport, verbose: bool, console: Console) -> None:
     """Baseline failures always; with --verbose every counterexample and every survivor."""
     for b in report.baseline:
         if not b.passed:
-            console.print(f"[red]baseline {b.machine} failed[/red] (the unmodified "
-                          f"implementation):\n{b.failure}")
+            console.print(f"[red]baseline {escape(b.machine)} failed[/red] (the unmodified "
+                          f"implementation):\n{escape(b.failure or '')}")
     if verbose:
         for m in report.mutants:
-            console.print(_mutant_detail(m))
+            console.print(escape(_mutant_detail(m)))
 
 
 def _mutant_detail(m: MutantResult) -> str:
@@ -109,7 +110,7 @@ def _summary(report: MutantsReport, elapsed: float, profile_name: str, seed: int
     killed = f"{report.killed}/{report.total} mutants killed"
     if report.killed < report.total:
         survivors = ", ".join(m.name for m in report.mutants if not m.killed)
-        killed = f"[red]{killed}[/red] (survived: {survivors})"
+        killed = f"[red]{killed}[/red] (survived: {escape(survivors)})"
     run = (f"profile {profile_name}" + ("" if seed is None else f", seed {seed}")
            + ("" if report.tour else ", tour off: random phase only"))
     rules = rule_coverage()

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from settled.conformance._trace import CheckerFault, CheckReport, TraceError, check_file
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+out = Console(highlight=False, soft_wrap=True, markup=False)
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE, EXIT_INCOMPLETE = 0, 1, 2, 3
 

@@ -16,7 +16,9 @@ from settled._stores import StoreError, chosen, resolved_store
 from settled._verify import SEED, verify
 from settled.conformance._profiles import PROFILES
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Plain text: a finding names guards in brackets ("[fresh_lease[holds a lease]]"), which
+# rich would read as markup and drop.
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _mark(ok: bool) -> str:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from settled import _diagrams, _spec, _system_views
 from settled.model import MACHINES
@@ -37,8 +38,8 @@ def report(stale: list[str], check: bool, directory: Path) -> None:
     if check and stale:
         for name in stale:
             what = "stale" if (directory / name).exists() else "missing"
-            console.print(f"[red]{what}[/red] {directory / name}: regenerate it with the command "
-                          "without --check and commit it")
+            console.print(f"[red]{what}[/red] {escape(str(directory / name))}: regenerate it "
+                          "with the command without --check and commit it")
         raise typer.Exit(1)
     verb = "checked" if check else "wrote"
     changed = f" ({len(stale)} changed)" if stale and not check else ""

@@ -156,3 +156,18 @@ def test_verify_fails_naming_a_refusal_the_campaign_never_asked_for(monkeypatch)
     assert lockstep["unfired_edges"] == [] and lockstep["unfired_guard_alternatives"] == []
     assert "resubmit: not_found -> submitting [under_limit]" in lockstep["refusals_never_alone"]
     assert unprobed_refusals(QUERY2, QUERY2.refusable, {}) != []  # nothing asked: all named
+
+
+def test_verify_prints_guard_names_in_brackets_as_they_are(capsys):
+    """A refusal names its guard part in brackets; the terminal output must not read them
+    as markup and drop them (it once printed "[under_limit]" as nothing)."""
+    from settled import _cmd_verify
+
+    ls = {"unprobed_refusals": [f"{BEGIN} [fresh_lease[the lease is current]]"],
+          "refusals_never_alone": ["resubmit: not_found -> submitting [under_limit]"]}
+    machine = {"static": {}, "explore": {"findings": []}, "system": {}, "system_lockstep": {},
+               "lockstep": ls}
+    _cmd_verify.details({"machines": {"query": machine}, "views": {}})
+    err = capsys.readouterr().err
+    assert f"{BEGIN} [fresh_lease[the lease is current]] alone" in err
+    assert "submitting [under_limit] (in no reachable state" in err
