@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from settled._cmd_mutants import register
 from settled.conformance import _mutants_run
+from settled.conformance._ledger_adapter import LedgerAdapter
 from settled.conformance._lockstep import Action, replay, run_lockstep
 from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
@@ -134,14 +135,15 @@ def test_an_unknown_mutant_name_is_refused_naming_the_catalogue() -> None:
         select_mutants(["Q99-nothing"])
 
 
-class _AdapterThatCannotStart(QueryAdapter):
+class _AdapterThatCannotStart(LedgerAdapter):
     def __init__(self, *args: object) -> None:
         raise RuntimeError("no database today")
 
 
 @pytest.fixture
 def unrunnable(monkeypatch: pytest.MonkeyPatch) -> Mutant:
-    broken = Mutant("Q14-cannot-start", "Q14", "query", "an adapter that raises",
+    # On the ledger: its baseline campaign is the shortest one to run first.
+    broken = Mutant("L1-cannot-start", "L1", "ledger", "an adapter that raises",
                     _AdapterThatCannotStart)
     monkeypatch.setattr(_mutants_run, "all_mutants", lambda: [broken])
     return broken
