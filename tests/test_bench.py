@@ -8,6 +8,7 @@ trace generator) measure what they claim to.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -56,11 +57,15 @@ def invoke(*args: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def quick() -> dict[str, Any]:
+def quick(request: pytest.FixtureRequest) -> dict[str, Any]:
     """One ``settled bench --json --quick`` run as a user runs it (its own process), shared
-    by the checks below."""
-    run = subprocess.run([sys.executable, "-m", "settled.cli", "bench", "--json", "--quick"],
-                         capture_output=True, text=True, timeout=300)
+    by the checks below. Where the suite has a PostgreSQL server, the bench gets its URL
+    (it works in a scratch schema) instead of starting a cluster of its own."""
+    store: list[str] = []
+    with contextlib.suppress(pytest.skip.Exception):  # no server: the bench decides alone
+        store = ["--store", request.getfixturevalue("pg_url")]
+    run = subprocess.run([sys.executable, "-m", "settled.cli", "bench", "--json", "--quick",
+                          *store], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stderr == "", "no progress under --json"
     report: dict[str, Any] = json.loads(run.stdout)  # one JSON document, nothing else
