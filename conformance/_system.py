@@ -244,9 +244,7 @@ class _Space:
         permuted: they name no instance and no worker)."""
         if not self.symmetry:
             return ids
-        if len(self.perms) == 1:
-            return tuple(sorted(ids))
-        best = tuple(sorted(ids))  # perms[0] is the identity
+        best = tuple(sorted(ids))  # perms[0] is the identity; instances are interchangeable
         for k in range(1, len(self.perms)):
             images = self.images[k]
             moved = tuple(sorted([j if (j := images[i]) >= 0 else self.image(k, i) for i in ids]))
@@ -309,7 +307,7 @@ class _Space:
         sys = self.system
         refine, sync = sys._refine, sys.sync
         plain: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
-        bad: list[tuple[int, tuple[Value, ...] | None, tuple[Value, ...], _Move]] = []
+        bad: list[tuple[int, _Move]] = []  # (index of its outcome in plain, the move)
         syncs: list[_Move] = []
         for mv in self.moves(c, ctx, bound):
             if mv.trigger in sync:
@@ -318,12 +316,14 @@ class _Space:
             new_shared = _refined(refine, mv.trigger, mv.params, sv, shared, sys)
             if new_shared is None:
                 continue
-            # Taken from every reached configuration holding (c, shared): this is fired.
+            # Taken from every reached configuration holding (c, shared): it fires.
             self.fired.add(id(mv.step.transition))
             out = (mv.dest, mv.write, new_shared)
-            plain[out] = plain.get(out, 0) + 1
+            if out not in plain:
+                plain[out] = 0
+            plain[out] += 1
             if mv.props:
-                bad.append((*out, mv))
+                bad.append((list(plain).index(out), mv))
         compiled = self._compiled[(c, shared)] = (
             tuple((d, w, ns, n) for (d, w, ns), n in plain.items()), tuple(bad), tuple(syncs))
         return compiled
@@ -376,7 +376,7 @@ def _replace_shared(values: tuple[Value, ...], index: Mapping[str, int],
 _Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...]]
 _Compiled = tuple[
     tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], int], ...],
-    tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], _Move], ...],
+    tuple[tuple[int, _Move], ...],
     tuple[_Move, ...]]
 
 
@@ -452,7 +452,6 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
     edges = 0
     first_bad: dict[tuple[str, str], tuple[int, int | None]] = {}  # (kind, name) -> (gid, child)
     states_seen: set[int] = set()
-    fired: set[int] = set()
     domains = [frozenset(v.domain) for v in system.variables]
     complete = True
     last = t0
@@ -470,10 +469,12 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
         start = len(succ)
         succ_start.append(start)
         syncs: list[tuple[int, _Move]] = []
+        targets: list[int] = []  # the state each outcome of the instance leads to
         # System.enabled's steps on interned ids: each instance's own steps compiled per
         # shared value, then the sync steps and the system's own.
         for i, c in enumerate(ids):
             plain, bad, sync_moves = compiled.get((c, shared)) or sp.compiled(c, shared)
+            targets.clear()
             for dest, write, new_shared, count in plain:
                 if write is None:
                     new_ids = (*ids[:i], dest, *ids[i + 1:])
@@ -490,17 +491,11 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
                     keys.append(nk)
                     parent.append(g)
                 succ.append(n)
+                targets.append(n)
                 edges += count
-            for dest, write, new_shared, mv in bad:
-                new_list = list(ids)
-                new_list[i] = dest
-                if write is not None:
-                    for j, x in enumerate(ids):
-                        if j != i:
-                            new_list[j] = sp.with_shared(x, write)
-                n = index[canon(tuple(new_list), new_shared)]
+            for k, mv in bad:
                 for name in mv.props:
-                    first_bad.setdefault(("step_property", name), (g, n))
+                    first_bad.setdefault(("step_property", name), (g, targets[k]))
             syncs.extend((i, mv) for mv in sync_moves)
         for new_ids, new_shared, moves in (_sync_and_own(sp, ids, shared, syncs) if syncs
                                            else _own(sp, ids, shared)):
@@ -513,7 +508,7 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
                 parent.append(g)
             succ.append(n)
             for _i, mv in moves:
-                fired.add(id(mv.step.transition))
+                sp.fired.add(id(mv.step.transition))
                 for name in mv.props:
                     first_bad.setdefault(("step_property", name), (g, n))
         if start == len(succ) and not all(sp.terminal[i] for i in ids):
@@ -536,7 +531,7 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
         findings.extend(SystemFinding("unfired_transition", t.trigger,
                                       f"{t.trigger} from {list(t.source)} never fires in any instance",
                                       t.rules) for t in machine.transitions
-                        if id(t) not in fired and id(t) not in sp.fired)
+                        if id(t) not in sp.fired)
     unreduced = sum(sp.orbit(k) for k in keys[:visited]) if symmetry else visited
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
