@@ -117,9 +117,13 @@ def _params_key(params: Params) -> tuple[tuple[str, Value], ...]:
 class _Local:
     """Every configuration one instance can reach, with its steps and what they break."""
 
-    def __init__(self, protocol: Protocol, successors: Successors, limit: int | None) -> None:
+    def __init__(self, protocol: Protocol, successors: Successors, limit: int | None,
+                 *, checks: bool = True) -> None:
+        """``checks=False``: the configurations and steps only, no invariant or step property
+        evaluated (for a caller that walks the space, such as the coverage tour)."""
         p = protocol
         self.protocol = p
+        self.checks = checks
         self.configs: list[Config] = []
         self.ids: dict[Config, int] = {}
         self.labels: list[tuple[Transition, Params]] = []
@@ -160,7 +164,7 @@ class _Local:
         p = self.protocol
         index = p._index
         names = tuple(index)
-        props = tuple(enumerate(sp.fn for sp in p.step_properties))
+        props = tuple(enumerate(sp.fn for sp in p.step_properties)) if self.checks else ()
         keys: dict[int, TransitionKey] = {}
         plans: dict[str, tuple[tuple[Params, tuple[tuple[tuple[Any, ...], Any, Any, Transition,
                                                         TransitionKey], ...]], ...]] = {}
@@ -282,7 +286,7 @@ class _Local:
                 fired.add(keys.get(id(t)) or keys.setdefault(id(t), _transition_key(t)))
                 after = snap(step.after)
                 props = tuple(k for k, sp in enumerate(p.step_properties)
-                              if not sp.fn(before, t, step.params, after))
+                              if self.checks and not sp.fn(before, t, step.params, after))
                 if props:
                     bad.append((label, t.sync, props))
                 if t.sync:
@@ -320,7 +324,8 @@ class _Local:
                terminal: frozenset[str]) -> bool:
         """Record what ``c`` breaks and whether it counts as settled; True if outside a domain."""
         p = self.protocol
-        broken = [(INVARIANT, i) for i, inv in enumerate(p.invariants) if not inv.fn(c.state, snap.v)]
+        broken = [(INVARIANT, i) for i, inv in enumerate(p.invariants)
+                  if self.checks and not inv.fn(c.state, snap.v)]
         try:
             outside = [(DOMAIN, i) for i, x in enumerate(c.values) if x not in domains[i]]
         except TypeError:  # an unhashable value: certainly not one of the declared values

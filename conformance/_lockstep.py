@@ -48,6 +48,7 @@ from settled.model._core import Value
 
 from . import _itf
 from ._adapter import Adapter, AdapterError, Refused
+from ._explore import _Local
 from ._shrink import Divergence, Invalid, cut_at_divergence, longest_paths, run_steps, shrink
 from ._trace import TraceError, check_lines
 
@@ -851,9 +852,15 @@ def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
     refusal coverage: random runs rarely reach, say, a third not-found in a
     row, or a re-confirmation quoting a notification.
     """
-    start = protocol.initial_config()
-    parent: dict[Config, tuple[Config, Action] | None] = {start: None}
-    frontier, paths, probes = [start], {}, {}
+    # The space is walked through the explorer's compiled successor function, in its
+    # breadth-first order (the ids): the first run found to anything is a shortest one.
+    space = _Local(protocol, protocol.enabled, None, checks=False)
+    configs, labels, label_dest = space.configs, space.labels, space.label_dest
+    parent: list[tuple[int, Action] | None] = [None] * len(configs)
+    reached = bytearray(len(configs))
+    reached[0] = 1
+    paths: dict[str, list[Action]] = {}
+    probes: dict[tuple[str, str, str], list[Action]] = {}
     pairs: dict[tuple[str, str], list[Action]] = {}
     ways: dict[tuple[str, ...], list[Action]] = {}
     # Every edge is also fired with each value of each variable of at most three values where
@@ -864,49 +871,67 @@ def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
     # than double the tour; the random phase covers them.)
     flags = [v.name for v in protocol.variables if not v.ghost and len(v.domain) <= 3]
     refusals = _Refusals(protocol, forbidden)
-    while frontier:
-        nxt = []
-        for c in frontier:
-            v = protocol.view(c)
-            flagged = [(f, repr(v[f])) for f in flags]  # once per configuration, not per step
-            here = list(protocol.enabled(c))
-            for s in here:
-                label = transition_label(s.transition)
-                action = Action(0, s.transition.trigger, s.params)
-                if label not in paths:
-                    paths[label] = [*_path_to(parent, c), action]
-                    # ... and one step further along each way out: a bug often shows
-                    # only in what follows a transition (a retry that is then answered).
-                    for then in protocol.enabled(s.after):
-                        pair = (label, transition_label(then.transition))
-                        follow = Action(0, then.transition.trigger, then.params)
-                        pairs.setdefault(pair, [*paths[label], follow])
-                # Every edge (from, to, trigger) and every alternative of a disjunctive guard
-                # gets its own shortest run: a transition with several sources or ways in is
-                # not covered by firing it once.
-                edge = edge_key(c, s)
-                for key in (("edge", *edge),
-                            *(("case", label, g.name, case) for g in s.transition.guards
-                              if (case := g.case(v, s.params)) is not None),
-                            *(("flag", *edge, f, r) for f, r in flagged)):
-                    if key not in ways:
-                        ways[key] = [*_path_to(parent, c), action]
-                if s.after not in parent:
-                    parent[s.after] = (c, action)
-                    nxt.append(s.after)
-            for refusal, refused in refusals(c, v, here):
-                if refusal not in probes:
-                    probes[refusal] = [*_path_to(parent, c), refused]
-        frontier = nxt
+    flags_seen: dict[tuple[str, str, str], set[tuple[tuple[str, str], ...]]] = {}
+    names: dict[int, str] = {}
+
+    def name_of(t: Transition) -> str:
+        found = names.get(id(t))
+        if found is None:
+            found = names[id(t)] = transition_label(t)
+        return found
+
+    for cid in range(space.expanded):
+        c = configs[cid]
+        v = protocol.view(c)
+        # Once per configuration, not per step; an edge seen before with the same values of
+        # every flag has had each of its flag keys already.
+        flagged = tuple((f, repr(v[f])) for f in flags)
+        here = space.labels_from(cid)
+        for k in here:
+            t, params = labels[k]
+            dest = label_dest[k]
+            label = name_of(t)
+            action = Action(0, t.trigger, params)
+            if label not in paths:
+                paths[label] = [*_path_to(parent, cid), action]
+                # ... and one step further along each way out: a bug often shows
+                # only in what follows a transition (a retry that is then answered).
+                for then in space.labels_from(dest):
+                    t2, params2 = labels[then]
+                    pairs.setdefault((label, name_of(t2)),
+                                     [*paths[label], Action(0, t2.trigger, params2)])
+            # Every edge (from, to, trigger) and every alternative of a disjunctive guard
+            # gets its own shortest run: a transition with several sources or ways in is
+            # not covered by firing it once.
+            edge = (str(c.state), str(configs[dest].state), t.trigger)
+            seen = flags_seen.get(edge)
+            if seen is None:
+                seen = flags_seen[edge] = set()
+            keys: list[tuple[str, ...]] = [
+                ("edge", *edge),
+                *(("case", label, g.name, case) for g in t.guards
+                  if g.cases and (case := g.case(v, params)) is not None)]
+            if flagged not in seen:
+                seen.add(flagged)
+                keys += [("flag", *edge, f, r) for f, r in flagged]
+            for key in keys:
+                if key not in ways:
+                    ways[key] = [*_path_to(parent, cid), action]
+            if not reached[dest]:
+                reached[dest] = 1
+                parent[dest] = (cid, action)
+        for refusal, refused in refusals(c, v, [labels[k] for k in here]):
+            if refusal not in probes:
+                probes[refusal] = [*_path_to(parent, cid), refused]
     probed.update((label, atom) for label, atom, _params in probes)
     fires = [paths[transition_label(t)] for t in protocol.transitions
              if transition_label(t) in paths]
     known = {_path_text(path) for path in fires}
     more = []
-    for k in sorted(ways, key=repr):
-        if (text := _path_text(ways[k])) not in known:
+    for way in sorted(ways, key=repr):
+        if (text := _path_text(ways[way])) not in known:
             known.add(text)
-            more.append(ways[k])
+            more.append(ways[way])
     everything = (fires + more + [pairs[k] for k in sorted(pairs)]
                   + [probes[k] for k in sorted(probes)])
     # Only the paths that start no other one: the longer one checks the same steps
@@ -919,11 +944,17 @@ def _path_text(path: Sequence[Action]) -> tuple[str, ...]:
     return tuple(a.text() for a in path)
 
 
+# A refusal one atom alone gives: (transition, atom, params), the refused action, and the
+# (trigger, params) step that must not be enabled for it to be one.
+_Candidate = tuple[tuple[str, str, str], "Action", tuple[str, tuple[tuple[str, Value], ...]]]
+
+
 class _Refusals:
     """(transition, atom, params) → a forbidden action refused in a configuration by that
-    atom (a guard, or one part of a guard that declares parts) alone. Worked out once per
-    state, set of enabled steps and values of the variables
-    the forbidden transitions' guards read: most configurations of a search share them."""
+    atom (a guard, or one part of a guard that declares parts) alone. The candidates are
+    worked out once per state and values of the variables the forbidden transitions' guards
+    read (most configurations of a search share them); a candidate that another transition
+    of its trigger enables in the configuration is no refusal there."""
 
     def __init__(self, protocol: Protocol, forbidden: frozenset[str]) -> None:
         self.protocol, self.forbidden = protocol, forbidden
@@ -933,37 +964,42 @@ class _Refusals:
         # A guard that declares no reads may read anything: then every variable counts.
         self.reads = (names if any(not g.reads for g in guards)
                       else [n for n in names if n in reads])
-        self.memo: dict[tuple[Any, ...], list[tuple[tuple[str, str, str], Action]]] = {}
+        self.memo: dict[tuple[Any, ...], list[_Candidate]] = {}
+        # Per state: each forbidden transition leaving it, with its label and parameter choices.
+        self.plans: dict[str, list[tuple[Transition, str, list[tuple[Params, Any]]]]] = {}
 
     def __call__(self, c: Config, v: Mapping[str, Value],
-                 here: Sequence[Any]) -> list[tuple[tuple[str, str, str], Action]]:
+                 here: Sequence[tuple[Transition, Params]]
+                 ) -> list[tuple[tuple[str, str, str], Action]]:
+        """The refusals of ``c``, where ``here`` are the steps it enables."""
         if not self.forbidden:
             return []
-        enabled = frozenset((s.transition.trigger, tuple(s.params.items())) for s in here)
-        key = (c.state, enabled, tuple(v[n] for n in self.reads))
+        key = (c.state, tuple(v[n] for n in self.reads))
         found = self.memo.get(key)
         if found is None:
-            found = self.memo[key] = self._work_out(c, v, enabled)
-        return found
+            found = self.memo[key] = self._candidates(c.state, v)
+        if not found:
+            return []
+        enabled = {(t.trigger, tuple(params.items())) for t, params in here}
+        return [(refusal, action) for refusal, action, step in found if step not in enabled]
 
-    def _work_out(self, c: Config, v: Mapping[str, Value],
-                  enabled: frozenset[tuple[str, tuple[tuple[str, Value], ...]]]
-                  ) -> list[tuple[tuple[str, str, str], Action]]:
+    def _candidates(self, state: str, v: Mapping[str, Value]) -> list[_Candidate]:
+        plan = self.plans.get(state)
+        if plan is None:
+            plan = self.plans[state] = [
+                (t, transition_label(t), [(p, tuple(p.items())) for p in t.param_choices()])
+                for t in self.protocol.transitions_from(state) if t.trigger in self.forbidden]
         out = []
-        for t in self.protocol.transitions_from(c.state):
-            if t.trigger not in self.forbidden:
-                continue
-            for params in t.param_choices():
-                if (t.trigger, tuple(params.items())) in enabled:
-                    continue
+        for t, label, choices in plan:
+            for params, items in choices:
                 failing = [a for g in t.guards for a in g.failing_atoms(v, params)]
                 if len(failing) == 1:
-                    key = (transition_label(t), failing[0], repr(sorted(params.items())))
-                    out.append((key, Action(0, t.trigger, params, forbidden=True)))
+                    key = (label, failing[0], repr(sorted(items)))
+                    out.append((key, Action(0, t.trigger, params, forbidden=True), (t.trigger, items)))
         return out
 
 
-def _path_to(parent: Mapping[Config, tuple[Config, Action] | None], c: Config) -> list[Action]:
+def _path_to(parent: Sequence[tuple[int, Action] | None], c: int) -> list[Action]:
     out: list[Action] = []
     link = parent[c]
     while link is not None:
