@@ -25,6 +25,14 @@ The contract:
   ``settled.trace/1`` format, for the trace checker. A run that took logged
   steps with an empty or unreadable log is an :class:`AdapterError`.
 - ``close()`` releases files and connections.
+- ``version()`` (optional) returns a value that changes whenever anything
+  ``observe`` could report may have changed: a database's change counters
+  with what the adapter itself keeps. Where it has not changed since an
+  instance was observed, the kit reuses that observation (after a refused
+  action, most often). The default, None, has every instance observed after
+  every step. The kit holds an adapter to its word: at the end of every run
+  that reused an observation it observes every instance afresh, and a
+  difference is an :class:`AdapterError`.
 
 A *system's* adapter (an attribute ``system``, see ``conformance/README.md``)
 also gets ``perform(None, trigger, params)`` for a synchronised step or a step
@@ -39,7 +47,7 @@ errors: it says the adapter is wrong, not the implementation.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import ClassVar
 
 from settled.model import Protocol
@@ -81,6 +89,11 @@ class Adapter(ABC):
     def recorded_error(self, instance: int) -> str | None:
         """The implementation's own error text recorded for ``instance`` (a failed query's or
         call's error), quoted in a divergence message; None when it recorded none. Optional."""
+        return None
+
+    def version(self) -> Hashable | None:
+        """A value that changes whenever anything :meth:`observe` reports may have changed;
+        None (the default): no such value, observe every instance after every step. Optional."""
         return None
 
     def close(self) -> None:  # noqa: B027 - optional hook

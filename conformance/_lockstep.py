@@ -27,7 +27,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -336,6 +336,10 @@ class Runner:
         self.logged_steps: set[int] = set()  # instances that took a step the log records
         # (steps taken when observed, {instance: observation}): what is known to be current
         self.observed: tuple[int, dict[int, dict[str, Value]]] = (-1, {})
+        # (the adapter's version, {instance: observation} under it): an adapter that has a
+        # version() is not asked again while it is unchanged; reused counts those answers.
+        self.by_version: tuple[Hashable, dict[int, dict[str, Value]]] = (None, {})
+        self.reused = 0
         self.configs = [protocol.initial_config()] * instances
         self.steps: list[Action] = []
         self.history: list[tuple[Config, ...]] = [tuple(self.configs)]
@@ -447,10 +451,11 @@ class Runner:
             raise Invalid(f"{action.text()} is allowed here")
         # The last check observed every instance after the previous step: reuse it.
         known = self.observed[1] if self.observed[0] == len(self.steps) - 1 else {}
-        before = known.get(i) or self.observe(i)
+        version = self.version()
+        before = known.get(i) or self.current(i, version)
         perform_refused(self.adapter, i, action,
                         lambda: _why_refused(self.protocol, self.configs[i], action))
-        after = self.observe(i)
+        after = self.current(i, self.version())
         if after != before:
             changed = ", ".join(f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(after)
                                 if before.get(k) != after[k])
@@ -462,6 +467,54 @@ class Runner:
             self.refusals[key] = self.refusals.get(key, 0) + 1
 
     # -- checks ----------------------------------------------------------------
+    def version(self) -> Hashable | None:
+        """The adapter's version (see :meth:`Adapter.version`), or None."""
+        try:
+            return self.adapter.version()
+        except Exception as exc:
+            if blame_adapter(self.adapter, exc):
+                raise adapter_fault(self.adapter, exc, "reading its version") from exc
+            raise Divergence(f"reading the implementation's version after step "
+                             f"{len(self.steps)} raised {type(exc).__name__}: {exc}") from exc
+
+    def current(self, i: int, version: Hashable | None) -> dict[str, Value]:
+        """Instance ``i`` as observed under ``version``: the observation already taken under
+        it, or a fresh one (always fresh when the adapter has no version)."""
+        if version is None:
+            return self.observe(i)
+        held, seen = self.by_version
+        if held != version:
+            seen = {}
+            self.by_version = (version, seen)
+        got = seen.get(i)
+        if got is None:
+            got = seen[i] = self.observe(i)
+        else:
+            self.reused += 1
+        return got
+
+    def confirm_reused(self) -> None:
+        """An adapter whose version let observations be reused is held to it: every instance
+        observed afresh must equal what the kit holds for the current version."""
+        if not self.reused:
+            return
+        version = self.version()
+        held, seen = self.by_version
+        for i, kept in sorted(seen.items()) if held == version else ():
+            self._hold_to_version(i, kept, version)
+
+    def _hold_to_version(self, i: int, kept: Mapping[str, Value], version: Hashable) -> None:
+        """An observation kept under ``version`` must be what ``observe`` says now (when a
+        reused observation disagrees with the model, and at the end of a run)."""
+        fresh = self.observe(i)
+        if fresh != kept:
+            changed = ", ".join(f"{k}: {kept.get(k)!r} -> {fresh.get(k)!r}"
+                                for k in sorted(fresh) if kept.get(k) != fresh.get(k))
+            raise AdapterError(
+                f"the adapter's version() stayed {version!r}, but observe(q{i}) changed "
+                f"({changed}): version() must change whenever an observation may; the kit "
+                f"reused {self.reused} observation(s) on its word")
+
     def observe(self, i: int) -> dict[str, Value]:
         """The adapter's observation of instance ``i``, held to the contract."""
         try:
@@ -478,6 +531,7 @@ class Runner:
         # An instance a refusal just observed (unchanged) need not be observed again.
         known = self.observed[1] if self.observed[0] == len(self.steps) else {}
         seen: dict[int, dict[str, Value]] = {}
+        version = self.version()
         for i, c in enumerate(self.configs):
             broken = plans.broken.get(c)
             if broken is None:
@@ -485,13 +539,15 @@ class Runner:
                     b.name for b in self.protocol.broken_invariants(c))
             if broken:
                 raise Divergence(f"model invariant {broken[0]} broken on q{i}")
-            observed = known.get(i) or self.observe(i)
+            observed = known.get(i) or self.current(i, version)
             seen[i] = observed
             expected = plans.expected.get((c, unobservable))
             if expected is None:
                 expected = plans.expected[(c, unobservable)] = expected_projection(
                     self.protocol, c, unobservable)
             diffs = {k: (observed[k], x) for k, x in expected.items() if observed[k] != x}
+            if diffs and version is not None:
+                self._hold_to_version(i, observed, version)
             if diffs:
                 shown = ", ".join(f"{k}: implementation {o!r}, model {x!r}"
                                   for k, (o, x) in sorted(diffs.items()))
@@ -542,7 +598,13 @@ class Runner:
         return out
 
     def finish(self) -> None:
-        """Close the implementation; its event log must pass the trace checker."""
+        """Close the implementation; its version must have told the truth, and its event log
+        must pass the trace checker."""
+        try:
+            self.confirm_reused()
+        except BaseException:
+            self.adapter.close()
+            raise
         try:
             lines = list(self.adapter.trace_lines())
         except Exception as exc:

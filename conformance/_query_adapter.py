@@ -21,8 +21,9 @@ import copy
 import functools
 import json
 import shutil
+import sqlite3
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -379,6 +380,19 @@ class QueryAdapter(Adapter):
         if status is None:
             return "rejected" if item.rejected else "not_received"
         return str(status.value)
+
+    def version(self) -> Hashable | None:
+        """What observe() reads, as change counters: each SQLite database's data_version
+        (commits by other connections: the workers') and this connection's total_changes,
+        the workers' leases, and what the adapter keeps per instance. None on PostgreSQL."""
+        store, ledger = self.store._conn, self.platform._ledger()
+        if not isinstance(store, sqlite3.Connection):
+            return None
+        return (store.execute("PRAGMA data_version").fetchone()[0], store.total_changes,
+                ledger.execute("PRAGMA data_version").fetchone()[0], ledger.total_changes,
+                tuple(tuple(w.held.items()) for w in self.workers),
+                tuple((it.query_id, it.sql, tuple(it.reruns), it.rejected, it.run, it.notification)
+                      for it in self.items))
 
     def recorded_error(self, instance: int) -> str | None:
         qid = self.items[instance].query_id

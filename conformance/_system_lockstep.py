@@ -330,6 +330,10 @@ class SystemRunner:
             raise Divergence(f"the system differs from the model after step {len(self.steps)}: "
                              f"{shown}")
 
+    def confirm_reused(self) -> None:
+        """Nothing to confirm: a system's runner observes every instance after every step
+        (it does not use an adapter's version)."""
+
     def finish(self) -> None:
         """Close the implementation; its event log must pass the trace checker."""
         Runner.finish(self)  # type: ignore[arg-type]

@@ -203,6 +203,55 @@ class ImplementationRaises(InMemoryQueryAdapter):
     worker_class = ClaimBlowsUp
 
 
+# ---------------------------------------------------------------------------- version() contract
+class VersionNeverChanges(InMemoryQueryAdapter):
+    """Says nothing observable ever changes: the kit would reuse stale observations."""
+
+    def version(self):
+        return 0
+
+
+def test_a_version_that_lies_is_an_adapter_error_never_a_pass_or_a_divergence(tmp_path):
+    report = run(VersionNeverChanges, out=tmp_path)
+    assert report.status == "adapter_error" and report.exit_code == 3, report.text()
+    assert re.search(r"version\(\) stayed 0, but observe\(q\d\) changed", report.adapter_error)
+
+    class BuggyVersionNeverChanges(VersionNeverChanges):
+        worker_class = buggy().worker_class  # type: ignore[attr-defined]
+
+    assert run(BuggyVersionNeverChanges, out=tmp_path).status == "adapter_error"
+
+
+def test_a_version_that_only_changes_at_the_end_of_a_refusal_is_caught_when_the_run_ends():
+    """A refusal that changed the implementation behind an unchanged version cannot hide:
+    the run's end observes every instance afresh."""
+    from settled.conformance._lockstep import Runner
+
+    runner = Runner(QUERY, VersionNeverChanges, 3, QUERY.refusable)
+    runner.check()  # every instance observed under version 0
+    runner.current(0, 0)  # ... and one reused on its word
+    runner.adapter.perform(0, "check_passed", {})  # behind the kit's back
+    with pytest.raises(kit.AdapterError, match=r"version\(\) stayed 0, but observe\(q0\)"):
+        runner.finish()
+
+
+def test_the_bundled_sqlite_adapter_reuses_observations_after_a_refusal_and_stays_honest():
+    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._suites import query_suite
+
+    suite = query_suite()
+    runner = Runner(suite.protocol, suite.adapter, suite.instances, suite.forbidden)
+    runner.check()
+    runner.apply(Action(0, "cancel", {}, forbidden=True))  # nothing to cancel: refused
+    runner.check()
+    assert runner.reused >= suite.instances  # nothing changed: no instance asked again
+    runner.apply(Action(0, "check_passed", {}))
+    before = runner.reused
+    runner.check()
+    assert runner.reused == before  # a step that commits moves the version: asked afresh
+    runner.finish()
+
+
 def test_the_adapters_own_exception_is_told_apart_from_the_implementations(tmp_path):
     report = run(TypoInTriggerMap)
     assert report.status == "adapter_error"
