@@ -101,6 +101,10 @@ class MutantsReport:
                 # over the killed mutants' minimised counterexamples; null when none was killed
                 "median_counterexample_steps": statistics.median(lengths) if lengths else None,
                 "longest_counterexample_steps": lengths[-1] if lengths else None,
+                # the mutant it belongs to (the first in catalogue order among equals)
+                "longest_counterexample_mutant": next(
+                    (m.name for m in self.mutants if m.killed and m.steps is not None
+                     and len(m.steps) == lengths[-1]), None) if lengths else None,
                 "tour": self.tour,
                 "kills_by_phase": {phase: sum(m.killed_by == phase for m in self.mutants)
                                    for phase in ("tour", "random")},

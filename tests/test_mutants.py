@@ -188,6 +188,7 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
                            "rules_with_mutants", "rules_total", "rules_ratio",
                            "rules_total_divides_by", "rules_without_mutants", "rules_excluded",
                            "median_counterexample_steps", "longest_counterexample_steps",
+                           "longest_counterexample_mutant",
                            "tour", "kills_by_phase", "random_only_kill_rate"}
     # Rule coverage is the whole catalogue's, not the one mutant this run chose.
     assert report["rules_with_mutants"] == len(rule_coverage().covered) > 1
@@ -246,3 +247,32 @@ def test_with_the_tour_on_the_report_gives_no_random_only_rate(tmp_path: Path) -
     assert doc["mutants"][0]["killed_by"] == "tour"
     assert doc["random_only_kill_rate"] is None
     assert doc["median_counterexample_steps"] == doc["longest_counterexample_steps"] == 2
+    assert doc["longest_counterexample_mutant"] == "Q5-partial-quote-accepted"
+
+
+@pytest.mark.rule("Q16")
+def test_the_fourth_submission_cannot_show_in_fewer_than_13_steps() -> None:
+    """The longest counterexample of the catalogue (Q16-fourth-submission-allowed, 13 steps)
+    is the protocol's floor, not the shrinker's slack: the mutant differs from the model only
+    at a resubmit from not_found with three submissions made, and the shortest run of the
+    model to such a configuration takes 12 steps."""
+    from collections import deque
+
+    from settled.conformance._suites import query_suite
+
+    p = query_suite().protocol
+    start = p.initial_config()
+    depth = {start: 0}
+    queue = deque([start])
+    while queue:
+        c = queue.popleft()
+        if c.state == "not_found" and p.view(c)["submissions"] == 3:
+            break
+        for s in p.enabled(c):
+            if s.after not in depth:
+                depth[s.after] = depth[c] + 1
+                queue.append(s.after)
+    else:
+        pytest.fail("no run of the model reaches not_found with three submissions")
+    assert depth[c] + 1 == 13
+
