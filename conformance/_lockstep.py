@@ -43,7 +43,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from settled.model import Config, IllegalTransition, Params, Protocol, Transition
+from settled.model import Config, IllegalTransition, Params, Protocol, Step, Transition
 from settled.model._core import Value
 
 from . import _itf
@@ -81,6 +81,14 @@ def transition_label(t: Transition) -> str:
 
 def unfired(protocol: Protocol, fired: Mapping[str, int]) -> list[str]:
     return [label for t in protocol.transitions if (label := transition_label(t)) not in fired]
+
+
+def ends_early(protocol: Protocol, before: Config, step: Step) -> bool:
+    """A step that ends an instance's story before it made a submission (a machine without
+    a ``submissions`` count: before anything at all): the random phase draws it less often,
+    so runs reach the deep states where the hazards are."""
+    return (step.after.state in protocol.terminal_states
+            and protocol.view(before).get("submissions", 0) == 0)
 
 
 def edge_key(before: Config, step: Any) -> tuple[str, str, str]:
@@ -372,8 +380,7 @@ class Runner:
             # an invalidated draft) and retries that change nothing are drawn
             # less often, so runs reach deep states. Hypothesis often draws
             # the first element on purpose, so eager steps go first.
-            early = (s.after.state in self.protocol.terminal_states
-                     and self.protocol.view(c).get("submissions", 1) == 0)
+            early = ends_early(self.protocol, c, s)
             weight = 1 if early or s.after == c else EAGER
             out.append((weight, _rank(s.transition), Action(i, s.transition.trigger, s.params)))
         return out

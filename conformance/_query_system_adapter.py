@@ -142,6 +142,16 @@ class QuerySystemAdapter(QueryAdapter):
         self.workers[w].held = {q: e for q, e in old.held.items()
                                 if self.store.query(q).state.value not in live}
 
+    def _perform_on_query(self, item: Any, qid: str, trigger: str,
+                          params: Mapping[str, Any]) -> None:
+        if trigger == "run_stopped":  # the session's one run: every query's caller moves on
+            self.store.end_run(self.run)
+            self.run = self.store.start_run(SESSION)
+            for other in self.items:
+                other.run = self.run
+            return
+        super()._perform_on_query(item, qid, trigger, params)
+
     def _confirm(self, item: Any, qid: str, params: Mapping[str, Any]) -> None:
         """Confirm with the session's real message state: nothing is invented here."""
         query = self.store.query(qid)

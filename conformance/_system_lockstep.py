@@ -66,6 +66,7 @@ from ._lockstep import (
     blame_adapter,
     contract_for,
     counterexample_dir,
+    ends_early,
     expected_projection,
     perform_refused,
     transition_label,
@@ -171,12 +172,11 @@ class SystemRunner:
         got = self.plans.options.get(self.config)
         if got is None:
             weighted: list[tuple[int, SystemAction]] = []
-            terminal = self.protocol.terminal_states
             for a, s in self.plans.enabled(self.config).values():
                 # Ending drafts before anything ran (an update invalidating them all) and
                 # steps that change nothing are drawn less often, so runs reach deep states.
-                ends = any(st_.after.state in terminal and st_.transition.trigger
-                           in ("condition_updated", "check_failed") for _, st_ in s.moves)
+                ends = any(ends_early(self.protocol, self.config.instances[i], st_)
+                           for i, st_ in s.moves)
                 weight = 1 if ends or s.after == self.config else EAGER
                 weighted.append((weight, a))
             weighted.sort(key=lambda wa: -wa[0])

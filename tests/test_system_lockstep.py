@@ -100,6 +100,17 @@ def test_a_pending_message_of_the_session_blocks_every_draft_and_is_observed(sys
     assert _replay(system, QuerySystemAdapter, steps) is None
 
 
+@pytest.mark.rule("Q6", "Q22")
+def test_a_stopped_run_hands_the_session_to_the_new_run_for_every_query(system: Any) -> None:
+    """The queries share one session, so one run: after any query's run_stopped, every query
+    is confirmed from the new run (found by the random phase: the adapter once moved only
+    the stopped query's caller, and the store rightly refused the other's confirm, Q6)."""
+    steps = [q(0, "check_passed"), q(0, "confirm", message="attributed", **CONFIRM),
+             q(0, "run_stopped"), q(1, "check_passed"),
+             q(1, "confirm", message="attributed", **{**CONFIRM, "quote": "padded"})]
+    assert _replay(system, QuerySystemAdapter, steps) is None
+
+
 def test_a_refusal_probe_with_a_bound_parameter_the_state_contradicts_is_not_a_step(
         system: Any) -> None:
     """message=pending while the session's message is attributed: the model rejects the list
