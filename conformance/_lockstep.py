@@ -54,6 +54,7 @@ from ._trace import TraceError, check_lines
 
 AdapterFactory = Callable[[], Adapter]
 EAGER = 4  # weight of a step that keeps an instance's story going
+_DRAWN_LISTS = 50_000  # draw lists a campaign keeps (one per tuple of configurations seen)
 MIN_STEPS = 25  # Hypothesis draws many short runs; a floor gets every run into deep states
 REPLAY_BUDGET = 400  # replays the minimiser may spend on one failure
 WORKER_FIRST = frozenset({"begin_submit", "resubmit"})  # forbidden probes drawn first
@@ -362,7 +363,18 @@ class Runner:
 
     # -- what may be drawn -----------------------------------------------------
     def options(self) -> list[Action]:
-        """Enabled steps, weighted by repetition, eager ones first."""
+        """Enabled steps, weighted by repetition, eager ones first (the list is shared: do
+        not change it)."""
+        key = tuple(self.configs)
+        drawn = self.plans.drawn
+        got = drawn.get(key)
+        if got is None:
+            if len(drawn) >= _DRAWN_LISTS:
+                drawn.clear()
+            got = drawn[key] = self._draw_list()
+        return got
+
+    def _draw_list(self) -> list[Action]:
         out: list[tuple[int, int, Action]] = []
         cache = self.plans.options
         for i, c in enumerate(self.configs):
@@ -723,6 +735,8 @@ class Plans:
         self.broken: dict[Config, tuple[str, ...]] = {}
         self.expected: dict[tuple[Config, frozenset[str]], dict[str, Value]] = {}
         self.grouped: dict[int, tuple[list[Action], list[list[Action]]]] = {}
+        # The whole draw list per tuple of configurations (bounded: emptied when full).
+        self.drawn: dict[tuple[Config, ...], list[Action]] = {}
 
 
     def forbidden_by_trigger(self, choices: list[Action]) -> list[list[Action]]:
