@@ -27,12 +27,13 @@ The contract:
 - ``close()`` releases files and connections.
 - ``version()`` (optional) returns a value that changes whenever anything
   ``observe`` could report may have changed: a database's change counters
-  with what the adapter itself keeps. Where it has not changed since an
-  instance was observed, the kit reuses that observation (after a refused
-  action, most often). The default, None, has every instance observed after
-  every step. The kit holds an adapter to its word: at the end of every run
-  that reused an observation it observes every instance afresh, and a
-  difference is an :class:`AdapterError`.
+  with what the adapter itself keeps. The instance a step acts on is always
+  observed afresh; the others' observations are reused while it is unchanged
+  (after a refused action, most often). The default, None, has every
+  instance observed after every step. The kit holds an adapter to its word:
+  a reused observation that disagrees with the model is observed again, and
+  at the end of every run that reused one every instance is observed afresh;
+  a difference under an unchanged version is an :class:`AdapterError`.
 
 A *system's* adapter (an attribute ``system``, see ``conformance/README.md``)
 also gets ``perform(None, trigger, params)`` for a synchronised step or a step

@@ -120,7 +120,8 @@ class _Local:
     def __init__(self, protocol: Protocol, successors: Successors, limit: int | None,
                  *, checks: bool = True) -> None:
         """``checks=False``: the configurations and steps only, no invariant or step property
-        evaluated (for a caller that walks the space, such as the coverage tour)."""
+        evaluated, and configurations outside a domain expanded like any other: the space
+        ``Protocol.enabled`` walks (for the coverage tour)."""
         p = protocol
         self.protocol = p
         self.checks = checks
@@ -206,7 +207,9 @@ class _Local:
             fired: set[TransitionKey] = set()
             loop = False
             self.label_start.append(len(labels))
-            for params, fitting in () if outside else plans.get(state, ()):
+            # Outside a domain: not expanded when checking (reported; past its bounds the
+            # space may be infinite); a walk without checks goes on, as Protocol.enabled does.
+            for params, fitting in () if outside and self.checks else plans.get(state, ()):
                 for guards, effect, dest, t, tkey in fitting:
                     for g in guards:
                         if not g(v, params):
@@ -277,7 +280,7 @@ class _Local:
             fired: set[TransitionKey] = set()
             loop = False
             self.label_start.append(len(self.labels))
-            for step in () if outside else successors(c):
+            for step in () if outside and self.checks else successors(c):
                 t = step.transition
                 dest = self._intern(step.after)
                 label = len(self.labels)

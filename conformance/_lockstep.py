@@ -85,9 +85,10 @@ def unfired(protocol: Protocol, fired: Mapping[str, int]) -> list[str]:
 
 
 def ends_early(protocol: Protocol, before: Config, step: Step) -> bool:
-    """A step that ends an instance's story before it made a submission (a machine without
-    a ``submissions`` count: before anything at all): the random phase draws it less often,
-    so runs reach the deep states where the hazards are."""
+    """A step into a terminal state before the instance made a submission; on a machine
+    without a ``submissions`` count (approval, ledger), every step into a terminal state.
+    The random phase draws it less often, so runs reach the deep states where the hazards
+    are (the tour fires each of them in any case)."""
     return (step.after.state in protocol.terminal_states
             and protocol.view(before).get("submissions", 0) == 0)
 
@@ -470,11 +471,12 @@ class Runner:
             raise Invalid(f"{action.text()} is allowed here")
         # The last check observed every instance after the previous step: reuse it.
         known = self.observed[1] if self.observed[0] == len(self.steps) - 1 else {}
-        version = self.version()
-        before = known.get(i) or self.current(i, version)
+        before = known.get(i) or self.current(i, self.version())[0]
         perform_refused(self.adapter, i, action,
                         lambda: _why_refused(self.protocol, self.configs[i], action))
-        after = self.current(i, self.version())
+        # The refused instance is always observed afresh: a refusal that changed it is caught
+        # here, whatever the adapter's version says.
+        after = self.current(i, self.version(), fresh=True)[0]
         if after != before:
             changed = ", ".join(f"{k}: {before[k]!r} -> {after[k]!r}" for k in sorted(after)
                                 if before.get(k) != after[k])
@@ -496,21 +498,23 @@ class Runner:
             raise Divergence(f"reading the implementation's version after step "
                              f"{len(self.steps)} raised {type(exc).__name__}: {exc}") from exc
 
-    def current(self, i: int, version: Hashable | None) -> dict[str, Value]:
-        """Instance ``i`` as observed under ``version``: the observation already taken under
-        it, or a fresh one (always fresh when the adapter has no version)."""
+    def current(self, i: int, version: Hashable | None, *, fresh: bool = False
+                ) -> tuple[dict[str, Value], bool]:
+        """Instance ``i`` as observed under ``version``, and whether that observation was
+        reused: the one already taken under it, or a fresh one (always fresh when the adapter
+        has no version, or when ``fresh``)."""
         if version is None:
-            return self.observe(i)
+            return self.observe(i), False
         held, seen = self.by_version
         if held != version:
             seen = {}
             self.by_version = (version, seen)
-        got = seen.get(i)
-        if got is None:
-            got = seen[i] = self.observe(i)
-        else:
+        got = None if fresh else seen.get(i)
+        if got is not None:
             self.reused += 1
-        return got
+            return got, True
+        got = seen[i] = self.observe(i)
+        return got, False
 
     def confirm_reused(self) -> None:
         """An adapter whose version let observations be reused is held to it: every instance
@@ -522,17 +526,20 @@ class Runner:
         for i, kept in sorted(seen.items()) if held == version else ():
             self._hold_to_version(i, kept, version)
 
-    def _hold_to_version(self, i: int, kept: Mapping[str, Value], version: Hashable) -> None:
-        """An observation kept under ``version`` must be what ``observe`` says now (when a
-        reused observation disagrees with the model, and at the end of a run)."""
+    def _hold_to_version(self, i: int, kept: dict[str, Value], version: Hashable
+                         ) -> dict[str, Value]:
+        """An observation kept under ``version`` must be what ``observe`` says now, while the
+        version still reads the same (when a reused observation disagrees with the model,
+        and at the end of a run): the fresh observation, or an :class:`AdapterError`."""
         fresh = self.observe(i)
-        if fresh != kept:
+        if fresh != kept and self.version() == version:
             changed = ", ".join(f"{k}: {kept.get(k)!r} -> {fresh.get(k)!r}"
                                 for k in sorted(fresh) if kept.get(k) != fresh.get(k))
             raise AdapterError(
                 f"the adapter's version() stayed {version!r}, but observe(q{i}) changed "
                 f"({changed}): version() must change whenever an observation may; the kit "
                 f"reused {self.reused} observation(s) on its word")
+        return fresh
 
     def observe(self, i: int) -> dict[str, Value]:
         """The adapter's observation of instance ``i``, held to the contract."""
@@ -551,6 +558,9 @@ class Runner:
         known = self.observed[1] if self.observed[0] == len(self.steps) else {}
         seen: dict[int, dict[str, Value]] = {}
         version = self.version()
+        # The instance the last step acted on is observed afresh; the others may be reused
+        # while the adapter's version stands (see Adapter.version).
+        acted = self.steps[-1].instance if self.steps else None
         for i, c in enumerate(self.configs):
             broken = plans.broken.get(c)
             if broken is None:
@@ -558,15 +568,18 @@ class Runner:
                     b.name for b in self.protocol.broken_invariants(c))
             if broken:
                 raise Divergence(f"model invariant {broken[0]} broken on q{i}")
-            observed = known.get(i) or self.current(i, version)
-            seen[i] = observed
+            observed, reused = known.get(i), False
+            if observed is None:
+                observed, reused = self.current(i, version, fresh=i == acted)
             expected = plans.expected.get((c, unobservable))
             if expected is None:
                 expected = plans.expected[(c, unobservable)] = expected_projection(
                     self.protocol, c, unobservable)
             diffs = {k: (observed[k], x) for k, x in expected.items() if observed[k] != x}
-            if diffs and version is not None:
-                self._hold_to_version(i, observed, version)
+            if diffs and reused:  # a reused observation is confirmed before it is blamed
+                observed = self._hold_to_version(i, observed, version)
+                diffs = {k: (observed[k], x) for k, x in expected.items() if observed[k] != x}
+            seen[i] = observed
             if diffs:
                 shown = ", ".join(f"{k}: implementation {o!r}, model {x!r}"
                                   for k, (o, x) in sorted(diffs.items()))

@@ -142,6 +142,10 @@ class QuerySystemAdapter(QueryAdapter):
         self.workers[w].held = {q: e for q, e in old.held.items()
                                 if self.store.query(q).state.value not in live}
 
+    def version(self) -> None:
+        """None: the system kit observes every instance and the system after every step."""
+        return None
+
     def _perform_on_query(self, item: Any, qid: str, trigger: str,
                           params: Mapping[str, Any]) -> None:
         if trigger == "run_stopped":  # the session's one run: every query's caller moves on

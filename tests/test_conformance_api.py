@@ -211,28 +211,53 @@ class VersionNeverChanges(InMemoryQueryAdapter):
         return 0
 
 
-def test_a_version_that_lies_is_an_adapter_error_never_a_pass_or_a_divergence(tmp_path):
-    report = run(VersionNeverChanges, out=tmp_path)
-    assert report.status == "adapter_error" and report.exit_code == 3, report.text()
-    assert re.search(r"version\(\) stayed 0, but observe\(q\d\) changed", report.adapter_error)
+class CrossTalk(InMemoryQueryAdapter):
+    """A planted bug across instances: checking q0's draft also drafts q1."""
 
-    class BuggyVersionNeverChanges(VersionNeverChanges):
-        worker_class = buggy().worker_class  # type: ignore[attr-defined]
-
-    assert run(BuggyVersionNeverChanges, out=tmp_path).status == "adapter_error"
+    def perform(self, instance, trigger, params):
+        super().perform(instance, trigger, params)
+        if instance == 0 and trigger == "check_passed" and self.items[1].query.state == "drafted":
+            super().perform(1, "check_passed", {})
 
 
-def test_a_version_that_only_changes_at_the_end_of_a_refusal_is_caught_when_the_run_ends():
-    """A refusal that changed the implementation behind an unchanged version cannot hide:
-    the run's end observes every instance afresh."""
-    from settled.conformance._lockstep import Runner
+class CrossTalkBehindAStaleVersion(CrossTalk, VersionNeverChanges):
+    pass
 
-    runner = Runner(QUERY, VersionNeverChanges, 3, QUERY.refusable)
-    runner.check()  # every instance observed under version 0
-    runner.current(0, 0)  # ... and one reused on its word
-    runner.adapter.perform(0, "check_passed", {})  # behind the kit's back
-    with pytest.raises(kit.AdapterError, match=r"version\(\) stayed 0, but observe\(q0\)"):
+
+def test_a_version_that_lies_never_turns_a_bug_into_a_pass(tmp_path):
+    assert run(VersionNeverChanges, out=tmp_path).status == "passed"  # nothing to hide
+    assert run(CrossTalk, out=tmp_path).status == "diverged"  # q1 observed after q0's step
+    # The lie hides q1 for a while; q1's own next step, or the run's end, shows it.
+    assert run(CrossTalkBehindAStaleVersion, out=tmp_path).status in ("diverged", "adapter_error")
+
+
+def test_a_change_a_stale_version_hid_is_an_adapter_error_when_the_run_ends():
+    """Only an instance no step acted on is ever reused; a change to it behind an unchanged
+    version cannot outlive the run: its end observes every instance afresh."""
+    from settled.conformance._lockstep import Action, Runner
+
+    runner = Runner(QUERY, CrossTalkBehindAStaleVersion, 3, QUERY.refusable)
+    runner.check()
+    runner.apply(Action(0, "check_passed", {}))
+    runner.check()  # q0 afresh; q1 reused on the version's word: it still looks untouched
+    with pytest.raises(kit.AdapterError, match=r"version\(\) stayed 0, but observe\(q1\)"):
         runner.finish()
+
+
+def test_a_refusal_that_changes_its_instance_is_caught_whatever_the_version_says():
+    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._shrink import Divergence
+
+    class WritesWhenRefused(VersionNeverChanges):
+        def perform(self, instance, trigger, params):
+            if trigger == "begin_submit":
+                super().perform(instance, "check_passed", {})
+            super().perform(instance, trigger, params)
+
+    runner = Runner(QUERY, WritesWhenRefused, 3, QUERY.refusable)
+    runner.check()
+    with pytest.raises(Divergence, match="the refusal changed the implementation"):
+        runner.apply(Action(0, "begin_submit", {"worker": 0}, forbidden=True))
 
 
 def test_the_bundled_sqlite_adapter_reuses_observations_after_a_refusal_and_stays_honest():
@@ -241,14 +266,18 @@ def test_the_bundled_sqlite_adapter_reuses_observations_after_a_refusal_and_stay
 
     suite = query_suite()
     runner = Runner(suite.protocol, suite.adapter, suite.instances, suite.forbidden)
-    runner.check()
-    runner.apply(Action(0, "cancel", {}, forbidden=True))  # nothing to cancel: refused
-    runner.check()
-    assert runner.reused >= suite.instances  # nothing changed: no instance asked again
     runner.apply(Action(0, "check_passed", {}))
-    before = runner.reused
     runner.check()
-    assert runner.reused == before  # a step that commits moves the version: asked afresh
+    version, reused = runner.version(), runner.reused
+    # The store itself refuses: no lease is held (a transaction it rolls back).
+    runner.apply(Action(0, "begin_submit", {"worker": 0}, forbidden=True))
+    assert runner.version() == version  # nothing committed, nothing changed
+    runner.check()
+    assert runner.reused == reused + suite.instances - 1  # q0 afresh, the others reused
+    runner.apply(Action(1, "check_passed", {}))
+    reused = runner.reused
+    runner.check()
+    assert runner.reused == reused  # a step that commits moves the version: all afresh
     runner.finish()
 
 

@@ -273,3 +273,28 @@ def test_an_unrefused_action_names_the_failing_guard_conjunct_and_its_rules():
     message = replay(MODEL, factory, 3, FORBIDDEN, probe)
     assert message is not None and "did not refuse" in message
     assert "guard quote_whole fails" in message and "Q5" in message
+
+
+def test_the_tour_walks_past_a_value_outside_its_domain_as_the_successor_function_does():
+    """The tour walks the space ``Protocol.enabled`` gives, including configurations outside
+    a declared domain (which the explorer reports and does not expand): a step possible only
+    from there is still fired, and the refusals there are worked out from its real steps."""
+    from settled.conformance import explore
+    from settled.conformance._lockstep import directed_tour
+    from settled.model import Effect, Guard, Protocol, State, Transition, Variable
+
+    below = Guard("below_three", "n < 3", lambda v, p: v["n"] < 3, reads=("n",))
+    at = Guard("at_three", "n == 3", lambda v, p: v["n"] == 3, reads=("n",))
+    counter = Protocol(
+        name="counter", meaning="a count one past its declared domain", initial="counting",
+        states=(State("counting", "counts"), State("done", "ends", terminal=True)),
+        variables=(Variable("n", (0, 1, 2), 0, "the count"),),
+        transitions=(
+            Transition("bump", ("counting",), None, "counts one more", ("Q16",), guards=(below,),
+                       effect=Effect("n += 1", lambda v, p: {"n": v["n"] + 1}), actor="user"),
+            Transition("reset", ("counting",), "done", "ends past the bound", ("Q16",),
+                       guards=(at,), actor="user")),
+        refusable=frozenset({"reset"}))
+    assert [f.kind for f in explore(counter).findings if f.kind == "domain"]
+    paths = [[a.trigger for a in path] for path in directed_tour(counter, counter.refusable)]
+    assert ["bump", "bump", "bump", "reset"] in paths
