@@ -100,6 +100,19 @@ def _machine(workers: int) -> Protocol:
 
 _TEMPLATES: dict[tuple[type[QueryStore], int], tuple[Path, list[_Instance]]] = {}
 _TEMPLATE_DIRS: list[tempfile.TemporaryDirectory[str]] = []
+_PLATFORMS: dict[str | None, Path] = {}
+
+
+def platform_template(base: str | None) -> Path:
+    """A platform folder with its orders database filled and its ledger's schema applied,
+    made once per process: copied, it spares a fresh run the fill (most of its setup)."""
+    found = _PLATFORMS.get(base)
+    if found is None:
+        tmp = tempfile.TemporaryDirectory(prefix="settled-platform-", dir=base)
+        _TEMPLATE_DIRS.append(tmp)  # removed when the process ends
+        found = _PLATFORMS[base] = Path(tmp.name) / "platform"
+        SyntheticPlatform(found).close()  # the last close checkpoints the WAL into the files
+    return found
 
 
 def _template(store_class: type[QueryStore], instances: int,

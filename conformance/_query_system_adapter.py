@@ -23,6 +23,7 @@ worker processes. So what the system declares shared is really shared:
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +35,14 @@ from settled.model.query import LIVE
 from settled.model.systems import build_query_system
 
 from ._adapter import Refused
-from ._query_adapter import CLOCK, MESSAGE_TEXT, QUOTE_TEXT, QueryAdapter, _side_notification
+from ._query_adapter import (
+    CLOCK,
+    MESSAGE_TEXT,
+    QUOTE_TEXT,
+    QueryAdapter,
+    _side_notification,
+    platform_template,
+)
 
 SESSION, USER = "session-0", "user-0"
 NEW_MESSAGE = "wait, by day"
@@ -79,6 +87,10 @@ class QuerySystemAdapter(QueryAdapter):
             prefix="settled-system-", dir=str(shm) if shm.is_dir() else None)
         self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
         self._scratch = None
+        # The orders database comes filled from a copy made once per process.
+        if not (self.dir / "platform").exists():
+            shutil.copytree(platform_template(str(shm) if shm.is_dir() else None),
+                            self.dir / "platform")
         self.platform = SyntheticPlatform(self.dir / "platform")
         self.store_path = self.dir / "agent.db"
         self.store = self.store_class(self.store_path, self.platform)

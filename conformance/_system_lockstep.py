@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,7 @@ class SystemPlans:
         self.steps: dict[SystemConfig, dict[Any, tuple[SystemAction, SystemStep]]] = {}
         self.options: dict[SystemConfig, list[SystemAction]] = {}
         self.forbidden: dict[tuple[SystemConfig, int], list[SystemAction]] = {}
+        self.bound: dict[tuple[SystemConfig, int], list[SystemAction]] = {}
 
     def enabled(self, config: SystemConfig) -> dict[Any, tuple[SystemAction, SystemStep]]:
         got = self.steps.get(config)
@@ -193,20 +194,8 @@ class SystemRunner:
         sv = self.system.shared_view(self.config)
         bound = {b.param: b.fn(sv) for b in self.system.bind}
         enabled = set(self.plans.enabled(self.config))
-        # First the probes the system's state alone refuses: an action the machine enables
-        # with another value of a bound parameter (a confirmation while the session's message
-        # is pending). Random draws rarely hit them; they are what a system adds.
-        probes: list[SystemAction] = []
-        for s in self.protocol.enabled(self.config.instances[i]):
-            t = s.transition
-            if t.trigger not in self.forbidden or t.trigger in self.system.sync:
-                continue
-            if all(s.params.get(name, v) == v for name, v in bound.items()):
-                continue
-            params = {**s.params, **{n: v for n, v in bound.items() if n in s.params}}
-            a = SystemAction(i, t.trigger, params, forbidden=True, who=f"q{i}", bound=True)
-            if _key(a) not in enabled and a not in probes:
-                probes.append(a)
+        # First the probes the system's state alone refuses (see bound_probes).
+        probes = self.bound_probes(i, enabled)
         out, seen = list(probes), {_key(a) for a in probes}
         for t in self.protocol.transitions:
             if t.trigger not in self.forbidden or t.trigger in self.system.sync:
@@ -221,6 +210,30 @@ class SystemRunner:
                     out.append(a)
         self.plans.forbidden[key] = out
         return out
+
+    def bound_probes(self, i: int, enabled: Set[Any]) -> list[SystemAction]:
+        """The probes the system's state alone refuses: an action the machine enables with
+        another value of a bound parameter (a confirmation while the session's message is
+        pending). Random draws rarely hit them; they are what a system adds. ``enabled``:
+        the keys of the steps the system enables here."""
+        key = (self.config, i)
+        got = self.plans.bound.get(key)
+        if got is not None:
+            return got
+        sv = self.system.shared_view(self.config)
+        bound = {b.param: b.fn(sv) for b in self.system.bind}
+        probes: list[SystemAction] = self.plans.bound.setdefault(key, [])
+        for s in self.protocol.enabled(self.config.instances[i]):
+            t = s.transition
+            if t.trigger not in self.forbidden or t.trigger in self.system.sync:
+                continue
+            if all(s.params.get(name, v) == v for name, v in bound.items()):
+                continue
+            params = {**s.params, **{n: v for n, v in bound.items() if n in s.params}}
+            a = SystemAction(i, t.trigger, params, forbidden=True, who=f"q{i}", bound=True)
+            if _key(a) not in enabled and a not in probes:
+                probes.append(a)
+        return probes
 
     # -- taking a step ---------------------------------------------------------
     def apply(self, action: SystemAction) -> None:
@@ -532,10 +545,17 @@ class _Probe:
         self.system, self.protocol, self.plans = system, system.machine, plans
         self.forbidden, self.config = forbidden, config
 
+        self._enabled: set[Any] | None = None
+
     def probes(self, i: int) -> list[SystemAction]:
         if not self.system.bind:
             return []
-        return [a for a in SystemRunner.forbidden_choices(self, i) if a.bound]  # type: ignore[arg-type]
+        got = self.plans.bound.get((self.config, i))
+        if got is not None:
+            return got
+        if self._enabled is None:
+            self._enabled = set(self.plans.enabled(self.config))
+        return SystemRunner.bound_probes(self, i, self._enabled)  # type: ignore[arg-type]
 
 
 def _path(parent: Mapping[SystemConfig, tuple[SystemConfig, SystemAction] | None],
