@@ -60,9 +60,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from ..model._core import (
     NO_EFFECT,
@@ -76,6 +74,10 @@ from ..model._core import (
     Value,
 )
 from . import _itf
+
+if TYPE_CHECKING:  # networkx is imported by graph(), not by every command that explores
+    import networkx as nx
+
 from ._counterexample import (
     DEADLOCK,
     DOMAIN,
@@ -692,6 +694,8 @@ class ExploreResult:
         states (``instance``, ``trigger``, ``params``) and ``steps``, the text of all of them."""
         space = self._space
         p = space.local.protocol
+        import networkx as nx
+
         g = nx.DiGraph(model=self.model, instances=space.n)
         for gid in range(len(space.keys)):
             configs = space.configs_of(gid)
@@ -713,6 +717,8 @@ class ExploreResult:
 
     def graph_json(self) -> dict[str, Any]:
         """The graph as node-link JSON (deterministic: BFS ids, edges in BFS order)."""
+        import networkx as nx
+
         data = nx.node_link_data(self.graph(), edges="edges")
         plain: dict[str, Any] = to_plain(data)
         return plain

@@ -173,6 +173,8 @@ def test_a_counterexample_that_cannot_be_written_is_still_a_kill(tmp_path: Path)
 
 # --------------------------------------------------------------------------- (c) the command line
 def test_mutants_json_has_exactly_the_documented_keys() -> None:
+    """One mutant through the command line: the keys, and with the tour on, the phase that
+    killed it and no random-only rate (that needs --no-tour)."""
     app = typer.Typer()
 
     @app.callback()
@@ -181,7 +183,7 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
 
     register(app)
     result = CliRunner().invoke(app, ["mutants", "--json", "--profile", "dev", "--seed", "1",
-                                      "--only", "T2-condition-update-keeps-drafts"])
+                                      "--only", "Q5-partial-quote-accepted"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert set(report) == {"mutants", "killed", "total", "baseline_passed",
@@ -194,10 +196,15 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
     assert report["rules_with_mutants"] == len(rule_coverage().covered) > 1
     [mutant] = report["mutants"]
     assert set(mutant) == {"name", "rule", "killed", "killed_by", "seconds", "steps"}
-    assert mutant["name"] == "T2-condition-update-keeps-drafts" and mutant["rule"] == "T2"
+    assert mutant["name"] == "Q5-partial-quote-accepted" and mutant["rule"] == "Q5"
     assert mutant["killed"] is True and isinstance(mutant["steps"], int)
     assert isinstance(mutant["seconds"], float)
     assert (report["killed"], report["total"], report["baseline_passed"]) == (1, 1, True)
+    assert mutant["killed_by"] == "tour" and report["tour"] is True
+    assert report["kills_by_phase"] == {"tour": 1, "random": 0}
+    assert report["random_only_kill_rate"] is None
+    assert report["median_counterexample_steps"] == report["longest_counterexample_steps"] == 2
+    assert report["longest_counterexample_mutant"] == "Q5-partial-quote-accepted"
 
 
 def test_mutants_refuses_an_unknown_profile_or_name_with_exit_2() -> None:
@@ -238,16 +245,6 @@ def test_the_random_phase_alone_can_kill_and_says_so(tmp_path: Path) -> None:
     doc = report.to_json()
     assert doc["tour"] is False and doc["random_only_kill_rate"] == 1.0
     assert doc["kills_by_phase"] == {"tour": 0, "random": 1}
-
-
-def test_with_the_tour_on_the_report_gives_no_random_only_rate(tmp_path: Path) -> None:
-    report = _mutants_run.run_mutants(profile("dev"), seed=SEED,
-                                      names=["Q5-partial-quote-accepted"], out=tmp_path)
-    doc = report.to_json()
-    assert doc["mutants"][0]["killed_by"] == "tour"
-    assert doc["random_only_kill_rate"] is None
-    assert doc["median_counterexample_steps"] == doc["longest_counterexample_steps"] == 2
-    assert doc["longest_counterexample_mutant"] == "Q5-partial-quote-accepted"
 
 
 @pytest.mark.rule("Q16")
