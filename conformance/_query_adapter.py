@@ -356,27 +356,29 @@ class QueryAdapter(Adapter):
             out: dict[str, Any] = {"state": str(config.state), **view}
         else:
             out = self.store.observe_with_task(item.query_id)  # one read: query and task
-            out["platform"] = self._platform_state(item)
-            out.update(self._content(item, item.query_id))
+            status = self.platform.status(item.query_id)
+            out["platform"] = self._platform_state(item, status)
+            out.update(self._content(item, item.query_id, status))
         out["held"] = tuple(w.held.get(item.query_id or "", 0) for w in self.workers)
         return {k: v for k, v in out.items() if k not in ("not_found_seen", "ids_submitted")}
 
-    def _content(self, item: _Instance, qid: str) -> dict[str, str]:
-        """Content compared with what it must equal: the model's finite abstractions."""
+    def _content(self, item: _Instance, qid: str,
+                 status: PlatformStatus | None) -> dict[str, str]:
+        """Content compared with what it must equal: the model's finite abstractions
+        (``status``: what the platform's ledger holds for ``qid``, read once per observation)."""
         stored = self.platform.stored_sql(qid)
         payload = "none" if stored is None else "confirmed" if stored == item.sql else "altered"
         held = self.store.status(qid, item.reader).result
         result = "none"
         if held is not None:
-            mine = self.platform.status(qid) is PlatformStatus.SUCCEEDED and held == _as_json(
+            mine = status is PlatformStatus.SUCCEEDED and held == _as_json(
                 self.platform.result(qid))
             result = "platform" if mine else "other"
         reply = self.store.status(qid, item.message)
-        query = self.store.query(qid)
         notes = [n for n in self.store.notifications(item.task.task_id) if n.query_id == qid]
         notice = "none"
         if notes:
-            budget = self.store.message(query.budget_message_id or "")
+            budget = self.store.message(self.store.query(qid).budget_message_id or "")
             source = (budget.request_clock_utc, budget.time_zone)
             agree = len(notes) == 1 and (notes[0].request_clock_utc, notes[0].time_zone) == source
             notice = "source" if agree else "other"
@@ -388,8 +390,7 @@ class QueryAdapter(Adapter):
                                  else "withheld" if reply.result_withheld else "none"),
                 "message_clock": clock, "reruns": reruns}
 
-    def _platform_state(self, item: _Instance) -> str:
-        status = self.platform.status(self._qid(item))
+    def _platform_state(self, item: _Instance, status: PlatformStatus | None) -> str:
         if status is None:
             return "rejected" if item.rejected else "not_received"
         return str(status.value)
