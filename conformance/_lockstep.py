@@ -95,7 +95,12 @@ def ends_early(protocol: Protocol, before: Config, step: Step) -> bool:
 
 def edge_key(before: Config, step: Any) -> tuple[str, str, str]:
     """An edge of the graph: (from state, to state, trigger)."""
-    return (str(before.state), str(step.after.state), step.transition.trigger)
+    return edge_of(before, step.after, step.transition)
+
+
+def edge_of(before: Config, after: Config, t: Transition) -> tuple[str, str, str]:
+    """:func:`edge_key` of a step given by its parts."""
+    return (str(before.state), str(after.state), t.trigger)
 
 
 def declared_edges(protocol: Protocol) -> list[tuple[str, str, str]]:
@@ -952,9 +957,7 @@ def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
     # breadth-first order (the ids): the first run found to anything is a shortest one.
     space = _Local(protocol, protocol.enabled, None, checks=False)
     configs, labels, label_dest = space.configs, space.labels, space.label_dest
-    parent: list[tuple[int, Action] | None] = [None] * len(configs)
-    reached = bytearray(len(configs))
-    reached[0] = 1
+    parent: list[tuple[int, Action] | None] = [None] * len(configs)  # None: not yet reached
     paths: dict[str, list[Action]] = {}
     probes: dict[tuple[str, str, str], list[Action]] = {}
     pairs: dict[tuple[str, str], list[Action]] = {}
@@ -999,7 +1002,7 @@ def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
             # Every edge (from, to, trigger) and every alternative of a disjunctive guard
             # gets its own shortest run: a transition with several sources or ways in is
             # not covered by firing it once.
-            edge = (str(c.state), str(configs[dest].state), t.trigger)
+            edge = edge_of(c, configs[dest], t)
             seen = flags_seen.get(edge)
             if seen is None:
                 seen = flags_seen[edge] = set()
@@ -1013,8 +1016,7 @@ def _directed_tour(protocol: Protocol, forbidden: frozenset[str],
             for key in keys:
                 if key not in ways:
                     ways[key] = [*_path_to(parent, cid), action]
-            if not reached[dest]:
-                reached[dest] = 1
+            if parent[dest] is None and dest != 0:  # id 0 is the initial configuration
                 parent[dest] = (cid, action)
         for refusal, refused in refusals(c, v, [labels[k] for k in here]):
             if refusal not in probes:

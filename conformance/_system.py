@@ -319,10 +319,8 @@ class _Space:
             # Taken from every reached configuration holding (c, shared): it fires.
             self.fired.add(id(mv.step.transition))
             out = (mv.dest, mv.write, new_shared)
-            if out not in plain:
-                plain[out] = 0
-            plain[out] += 1
-            if mv.props:
+            plain[out] = plain.get(out, 0) + 1
+            if mv.props:  # a finding: rare, so its slot is looked up, not kept for every move
                 bad.append((list(plain).index(out), mv))
         compiled = self._compiled[(c, shared)] = (
             tuple((d, w, ns, n) for (d, w, ns), n in plain.items()), tuple(bad), tuple(syncs))

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,11 +191,10 @@ class SystemRunner:
         got = self.plans.forbidden.get(key)
         if got is not None:
             return got
-        sv = self.system.shared_view(self.config)
-        bound = {b.param: b.fn(sv) for b in self.system.bind}
+        bound = self._bound_values()
         enabled = set(self.plans.enabled(self.config))
         # First the probes the system's state alone refuses (see bound_probes).
-        probes = self.bound_probes(i, enabled)
+        probes = self.bound_probes(i)
         out, seen = list(probes), {_key(a) for a in probes}
         for t in self.protocol.transitions:
             if t.trigger not in self.forbidden or t.trigger in self.system.sync:
@@ -211,17 +210,22 @@ class SystemRunner:
         self.plans.forbidden[key] = out
         return out
 
-    def bound_probes(self, i: int, enabled: Set[Any]) -> list[SystemAction]:
+    def _bound_values(self) -> dict[str, Value]:
+        """The value the system's state gives each parameter it binds."""
+        sv = self.system.shared_view(self.config)
+        return {b.param: b.fn(sv) for b in self.system.bind}
+
+    def bound_probes(self, i: int) -> list[SystemAction]:
         """The probes the system's state alone refuses: an action the machine enables with
         another value of a bound parameter (a confirmation while the session's message is
-        pending). Random draws rarely hit them; they are what a system adds. ``enabled``:
-        the keys of the steps the system enables here."""
+        pending). Random draws rarely hit them; they are what a system adds. Worked out once
+        per configuration and instance."""
         key = (self.config, i)
         got = self.plans.bound.get(key)
         if got is not None:
             return got
-        sv = self.system.shared_view(self.config)
-        bound = {b.param: b.fn(sv) for b in self.system.bind}
+        bound = self._bound_values()
+        enabled = set(self.plans.enabled(self.config))
         probes: list[SystemAction] = self.plans.bound.setdefault(key, [])
         for s in self.protocol.enabled(self.config.instances[i]):
             t = s.transition
@@ -545,17 +549,13 @@ class _Probe:
         self.system, self.protocol, self.plans = system, system.machine, plans
         self.forbidden, self.config = forbidden, config
 
-        self._enabled: set[Any] | None = None
+    def _bound_values(self) -> dict[str, Value]:
+        return SystemRunner._bound_values(self)  # type: ignore[arg-type]
 
     def probes(self, i: int) -> list[SystemAction]:
         if not self.system.bind:
             return []
-        got = self.plans.bound.get((self.config, i))
-        if got is not None:
-            return got
-        if self._enabled is None:
-            self._enabled = set(self.plans.enabled(self.config))
-        return SystemRunner.bound_probes(self, i, self._enabled)  # type: ignore[arg-type]
+        return SystemRunner.bound_probes(self, i)  # type: ignore[arg-type]
 
 
 def _path(parent: Mapping[SystemConfig, tuple[SystemConfig, SystemAction] | None],
