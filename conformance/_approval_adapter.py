@@ -132,10 +132,11 @@ class _Worker:
         _check(self._wait())
 
     # -- the adapter's side ------------------------------------------------------------------
-    def call(self, method: str, *args: Any, crash_at: str | None = None) -> _Reply:
+    def call(self, method: str, *args: Any, crash_at: str | None = None,
+             **kwargs: Any) -> _Reply:
         if self.parked:
             raise RuntimeError(f"the runtime is still inside a call (at {self.parked})")
-        return self._send("call", method, args, crash_at)
+        return self._send("call", method, args, crash_at, kwargs)
 
     def resume(self, instruction: str, arg: Any = None) -> _Reply:
         if not self.parked:
@@ -176,12 +177,13 @@ class _Worker:
                 return
             self._outbox.put(self._restart() if command == "restart" else self._run(*rest))
 
-    def _run(self, method: str, args: tuple[Any, ...], crash_at: str | None) -> _Reply:
+    def _run(self, method: str, args: tuple[Any, ...], crash_at: str | None,
+             kwargs: Mapping[str, Any]) -> _Reply:
         if self._runtime is None:
             return _Reply("raised", RuntimeError("the runtime could not be opened"))
         self._armed = {crash_at} if crash_at else set()
         try:
-            return _Reply("done", getattr(self._runtime, method)(*args))
+            return _Reply("done", getattr(self._runtime, method)(*args, **kwargs))
         except CrashNow as crash:  # a hard exit: nothing after the point ran
             restarted = self._restart()  # a new process opens the same files
             return restarted if restarted.kind == "raised" else _Reply("crashed", crash.point)
@@ -256,6 +258,11 @@ class _Item:
     @property
     def session(self) -> str:
         return f"session-{self.n}"
+
+    @property
+    def run(self) -> str:
+        """The run the instance's call is proposed in: it finds the call in the checkpoint."""
+        return f"run-{self.n}"
 
     @property
     def listed(self) -> str:
@@ -352,7 +359,8 @@ class ApprovalAdapter(Adapter):
     def propose(self, item: _Item, params: Mapping[str, Value]) -> None:
         tool = TOOL_FOR[(bool(params["retry_safe"]), item.n % 2)]
         item.proposed_at = item.clock.now
-        _check(item.worker.call("propose", item.session, tool, item.args(tool)))
+        _check(item.worker.call("propose", item.session, tool, item.args(tool),
+                                run_id=item.run))
 
     def go(self, item: _Item) -> None:
         _check(item.worker.resume("go"))
@@ -487,14 +495,14 @@ class ApprovalAdapter(Adapter):
 
     # ------------------------------------------------------------------ observe
     def recorded_error(self, instance: int) -> str | None:
-        row = self._read.execute("SELECT * FROM calls WHERE session_id = ?",
-                                 (self.items[instance].session,)).fetchone()
+        row = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
+                                 (self.items[instance].run,)).fetchone()
         return None if row is None or "error" not in row.keys() else row["error"]  # noqa: SIM118 (a Row tests values)
 
     def observe(self, instance: int) -> Mapping[str, Value]:
         item = self.items[instance]
-        row = self._read.execute("SELECT * FROM calls WHERE session_id = ?",
-                                 (item.session,)).fetchone()
+        row = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
+                                 (item.run,)).fetchone()
         if row is None:  # nothing durable yet: the model's initial configuration
             c = self.protocol.initial_config()
             view = self.protocol.view(c)
@@ -506,6 +514,7 @@ class ApprovalAdapter(Adapter):
         if state == "executing" and commits:  # the checkpoint cannot see the commit
             state = "committed"
         return {"state": state, "token_id": self._token(row), "shown": bool(row["shown"]),
+                "running": item.worker.parked is not None,
                 "deadline_passed": self._deadline_passed(item, row),
                 "retry_safe": bool(row["retry_safe"]), "rerun": bool(row["rerun_used"]),
                 "cancel_requested": bool(row["cancel_requested"]),
@@ -586,15 +595,15 @@ class ApprovalAdapter(Adapter):
         return left is not None and bool(left[0] >= row["deadline"])
 
     def _row(self, item: _Item) -> sqlite3.Row:
-        row = self._read.execute("SELECT * FROM calls WHERE session_id = ?",
-                                 (item.session,)).fetchone()
+        row = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
+                                 (item.run,)).fetchone()
         if row is None:
-            raise CallerError(f"{item.session} has no call yet")
+            raise CallerError(f"{item.run} has no call yet")
         return row  # type: ignore[no-any-return]
 
     def _call_id(self, item: _Item) -> str:
-        row = self._read.execute("SELECT call_id FROM calls WHERE session_id = ?",
-                                 (item.session,)).fetchone()
+        row = self._read.execute("SELECT call_id FROM calls WHERE run_id = ?",
+                                 (item.run,)).fetchone()
         return "call-not-proposed" if row is None else str(row[0])
 
     # ------------------------------------------------------------------ trace

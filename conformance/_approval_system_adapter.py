@@ -7,10 +7,12 @@ store. The business store checks stock inside the commit's transaction, so
 the second order's handler is refused (``business_rejected``) once the first
 committed, which is what the system's ``commit`` refinement says.
 
-Each call runs in a session of its own, as in the machine adapter: the
-runtime's session lock (A8) refuses any other caller action of the session
-while a call's runtime is inside a call, which the declared system (where
-every step is atomic) does not model; see ``model/systems.py``.
+All calls are proposed in ONE session (each in a run of its own, by which
+the adapter finds it), so the runtime's session lock (A8) is under test: while
+one call's runtime is parked inside an operation (its ``running`` flag), any
+other call's create, approve, execute, cancel or recovery meets
+``SessionBusy``, a refusal that changes nothing, exactly where the system's
+``session`` mutex refuses it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ def approval_system(calls: int = 2, stock: int = 1) -> Any:
     return found
 
 
+SESSION = "session-shared"
+
+
 class _Order(_Item):
+    @property
+    def session(self) -> str:
+        return SESSION
     def args(self, tool: str) -> Any:
         if tool != "create_order":
             return super().args(tool)
@@ -68,7 +76,7 @@ class ApprovalSystemAdapter(ApprovalAdapter):
         item.tools["create_order"] = ToolSpec("create_order", bool(params["retry_safe"]))
         item.proposed_at = item.clock.now
         _check(item.worker.call("propose", item.session, "create_order",
-                                item.args("create_order")))
+                                item.args("create_order"), run_id=item.run))
 
     def business_rejects(self, item: _Item) -> None:
         """With the shared stock gone, nothing is arranged: the business store itself must
@@ -95,6 +103,9 @@ class ApprovalSystemAdapter(ApprovalAdapter):
 
     def observe(self, instance: int | None) -> Mapping[str, Any]:
         if instance is None:
-            return {"stock": self.world.stock(SHARED_SKU)}
+            held = self._read.execute("SELECT 1 FROM session_locks WHERE session_id = ?",
+                                      (SESSION,)).fetchone()
+            return {"stock": self.world.stock(SHARED_SKU),
+                    "session": "free" if held is None else "held"}
         return super().observe(instance)
 

@@ -216,10 +216,11 @@ class SystemRunner:
         return {b.param: b.fn(sv) for b in self.system.bind}
 
     def bound_probes(self, i: int) -> list[SystemAction]:
-        """The probes the system's state alone refuses: an action the machine enables with
-        another value of a bound parameter (a confirmation while the session's message is
-        pending). Random draws rarely hit them; they are what a system adds. Worked out once
-        per configuration and instance."""
+        """The probes the system's state alone refuses: an action the instance's machine
+        enables that the system does not, with each bound parameter at the value the system
+        gives it (a confirmation while the session's message is pending; an approval while
+        another call's runtime holds the session's lock). Random draws rarely hit them; they
+        are what a system adds. Worked out once per configuration and instance."""
         key = (self.config, i)
         got = self.plans.bound.get(key)
         if got is not None:
@@ -230,8 +231,6 @@ class SystemRunner:
         for s in self.protocol.enabled(self.config.instances[i]):
             t = s.transition
             if t.trigger not in self.forbidden or t.trigger in self.system.sync:
-                continue
-            if all(s.params.get(name, v) == v for name, v in bound.items()):
                 continue
             params = {**s.params, **{n: v for n, v in bound.items() if n in s.params}}
             a = SystemAction(i, t.trigger, params, forbidden=True, who=f"q{i}", bound=True)
@@ -553,7 +552,7 @@ class _Probe:
         return SystemRunner._bound_values(self)  # type: ignore[arg-type]
 
     def probes(self, i: int) -> list[SystemAction]:
-        if not self.system.bind:
+        if not (self.system.bind or self.system.mutex):
             return []
         return SystemRunner.bound_probes(self, i)  # type: ignore[arg-type]
 

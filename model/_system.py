@@ -25,6 +25,12 @@ share, declared as data and validated when built:
 * ``refinements``: extra guards and effects, over the system's variables, on
   one machine trigger (an order's commit needs stock and takes one).
 * ``invariants``: predicates over the whole configuration (all instances).
+* ``mutex``: a lock the instances share (:class:`Mutex`): a boolean machine
+  variable says whether an instance holds it, a system variable whether
+  anyone does. A step in the lock's ``takes`` needs it free unless the
+  instance holds it already; every step updates the system variable from the
+  instance's flag before and after (one session's operations exclude each
+  other: an approval while another call's handler runs is refused).
 * ``symmetric`` and ``worker``: instances are interchangeable, and so are the
   values of the ``worker`` parameter, which indexes the machine's per-worker
   tuple variable; the explorer reduces by both (``conformance._system``).
@@ -114,6 +120,35 @@ class SystemInvariant:
 
 
 @dataclass(frozen=True, slots=True)
+class Mutex:
+    """A lock the instances share: ``flag`` (a boolean machine variable) says whether an
+    instance holds it, ``variable`` (a system variable over ``("free", "held")``) whether
+    anyone does.
+
+    A step of an instance that does not hold the lock, with a trigger in ``takes``, is
+    enabled only while ``variable`` is ``"free"``; so is any step that raises the flag. After
+    a step ``variable`` becomes ``"held"`` if the instance's flag is true, ``"free"`` if it
+    was true and is no longer, and stays as it was otherwise. The system's invariants should
+    say that at most one instance holds it and that ``variable`` agrees."""
+
+    variable: str
+    flag: str
+    takes: frozenset[str]
+    rules: tuple[str, ...]
+    text: str
+
+    def after(self, held: Value, before: Config, after: Config, trigger: str,
+              flag: int) -> Value | None:
+        """The lock's value after the step, or None when the lock refuses the step."""
+        had, has = before.values[flag], after.values[flag]
+        if not had and held == "held" and (has or trigger in self.takes):
+            return None
+        if has:
+            return "held"
+        return "free" if had else held
+
+
+@dataclass(frozen=True, slots=True)
 class SystemConfig:
     instances: tuple[Config, ...]
     shared: tuple[Value, ...]  # the system's own variables, in declaration order
@@ -156,9 +191,11 @@ class System:
     invariants: tuple[SystemInvariant, ...] = ()
     symmetric: bool = True
     worker: tuple[str, str] | None = None  # (parameter, per-worker tuple variable)
+    mutex: Mutex | None = None
     _shared_idx: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _vidx: dict[str, int] = field(init=False, repr=False, compare=False)
     _refine: dict[str, Refinement] = field(init=False, repr=False, compare=False)
+    _lock: tuple[int, int] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         m = self.machine
@@ -166,6 +203,9 @@ class System:
         object.__setattr__(self, "_shared_idx", tuple(index[n] for n in self.shared if n in index))
         object.__setattr__(self, "_vidx", {v.name: i for i, v in enumerate(self.variables)})
         object.__setattr__(self, "_refine", {r.trigger: r for r in self.refinements})
+        mx = self.mutex
+        object.__setattr__(self, "_lock", None if mx is None else (
+            self._vidx.get(mx.variable, -1), index.get(mx.flag, -1)))
         _validate(self)
 
     # -- lookups -----------------------------------------------------------------
@@ -182,7 +222,8 @@ class System:
 
     def rules(self) -> tuple[str, ...]:
         cited = {r for t in self.transitions for r in t.rules} | {
-            r for x in self.refinements for r in x.rules} | {r for i in self.invariants for r in i.rules}
+            r for x in self.refinements for r in x.rules} | {r for i in self.invariants for r in i.rules} | (
+            set(self.mutex.rules) if self.mutex else set())
         return tuple(sorted(cited | set(self.machine.rules())))
 
     def terminal(self, config: SystemConfig) -> bool:
@@ -254,6 +295,11 @@ class System:
                trigger: str, params: Params) -> SystemConfig | None:
         ref = self._refine.get(trigger)
         shared = config.shared
+        if self._lock is not None:
+            locked = self._locked(config, moves, trigger)
+            if locked is None:
+                return None
+            shared = locked
         if ref is not None:
             if not all(g.fn(sv, params) for g in ref.guards):
                 return None
@@ -279,6 +325,22 @@ class System:
                     values[k] = x
                 instances[j] = Config(c.state, tuple(values))
         return SystemConfig(tuple(instances), shared)
+
+    def _locked(self, config: SystemConfig, moves: tuple[tuple[int, Step], ...],
+                trigger: str) -> tuple[Value, ...] | None:
+        """The system's variables after the mutex saw the step; None if it refuses it."""
+        assert self.mutex is not None and self._lock is not None
+        var, flag = self._lock
+        shared = config.shared
+        if trigger in self.sync:  # validated not to take the lock; it may not move it either
+            if any(config.instances[i].values[flag] != s.after.values[flag] for i, s in moves):
+                raise DeclarationError(f"{self.name}: sync step {trigger!r} changes the mutex "
+                                       f"flag {self.mutex.flag!r}; a lock moves one instance "
+                                       "at a time")
+            return shared
+        (i, s), = moves
+        held = self.mutex.after(shared[var], config.instances[i], s.after, trigger, flag)
+        return None if held is None else (*shared[:var], held, *shared[var + 1:])
 
 
 def _fits(params: Params, bound: Mapping[str, Value]) -> bool:
@@ -339,6 +401,8 @@ def _validate(s: System) -> None:
                        set(own) | {p.name for p in t2.params})
     for i in s.invariants:
         check_rules(i.rules, f"{s.name}: invariant {i.name!r}")
+    if s.mutex is not None:
+        _validate_mutex(s, s.mutex)
     if s.worker is not None:
         param, var = s.worker
         if param not in params or var not in names:
@@ -353,6 +417,27 @@ def _validate(s: System) -> None:
                                f"configuration: {e!r}") from e
 
 
+def _validate_mutex(s: System, mx: Mutex) -> None:
+    m = s.machine
+    check_rules(mx.rules, f"{s.name}: mutex {mx.variable!r}")
+    own = {v.name: v for v in s.variables}
+    var = own.get(mx.variable)
+    if var is None or set(var.domain) != {"free", "held"}:
+        raise DeclarationError(f"{s.name}: the mutex's variable {mx.variable!r} must be a system "
+                               "variable over ('free', 'held')")
+    flag = {v.name: v for v in m.variables}.get(mx.flag)
+    if flag is None or set(flag.domain) != {False, True}:
+        raise DeclarationError(f"{s.name}: the mutex's flag {mx.flag!r} must be a boolean "
+                               f"variable of {m.name}")
+    unknown = sorted(mx.takes - set(m.triggers()))
+    if unknown:
+        raise DeclarationError(f"{s.name}: the mutex takes unknown triggers {unknown}")
+    both = sorted(mx.takes & set(s.sync))
+    if both:
+        raise DeclarationError(f"{s.name}: sync triggers {both} take the mutex; a lock is "
+                               "taken by one instance at a time")
+
+
 def _reads_own(s: System, what: str, reads: tuple[str, ...], allowed: set[str]) -> None:
     unknown = sorted(set(reads) - allowed)
     if unknown:
@@ -364,6 +449,7 @@ __all__ = [
     "NO_PARAMS",
     "Binding",
     "ModelError",
+    "Mutex",
     "Refinement",
     "SharedTransition",
     "System",

@@ -23,10 +23,11 @@ committed.
   simply executing the original call. ``executing`` means "possibly
   entered": a restart from it goes to ``recovering`` and looks up first.
 - Crashes are ``environment`` transitions, one per window R1–R6. A crash
-  changes no variable: everything that matters is durable in the checkpoint
-  or the business store, and in particular a restart never recomputes the
-  deadline (A2). Crashes from ``executing`` and ``committed`` share one
-  observed name, because the restarted runtime cannot tell them apart.
+  changes no durable variable (only ``running``, see A8 below): everything
+  that matters is durable in the checkpoint or the business store, and in
+  particular a restart never recomputes the deadline (A2). Crashes from
+  ``executing`` and ``committed`` share one observed name, because the
+  restarted runtime cannot tell them apart.
 - The deadline is a boolean only the environment sets (``deadline_passes``);
   the runtime compares the stored absolute instant with its clock.
 - ``recovering`` first compares the checkpoint's schema fingerprint with the
@@ -52,17 +53,22 @@ committed.
   (A5). A retry after the commit returns the stored first result (W2), so
   it stays in ``committed``.
 
-A8 (one session's create/approve/resume/cancel are mutually exclusive)
-concerns several calls of one session and is not a step of this one-call
-machine; the runtime enforces it with a session lock and tests check it.
-Its one consequence for a single call is in the table: while the runtime is
-inside execute (``executing``/``committed``) it holds the session, so a
-cancel can only land there after that runtime died. A cancel recorded on a
-started call therefore means nobody is running it any more: the handler
-steps (``commit``, ``business_rejected``, ``save_result``,
+A8 (one session's create/approve/resume/cancel are mutually exclusive) is
+a lock over several calls; the machine says when ONE call holds it:
+``running`` is true while a runtime is inside an operation on the call (the
+propose until its request is shown, the handler's run until the answer or
+the recovery that follows an uncertain outcome, a recovery's lookups) and
+false once that operation returns or its process dies. The approval system
+(``model/systems.py``) shares the lock between the calls of a session. Its
+one consequence for a single call: a cancel can only land in
+``executing``/``committed`` after the runtime running the call died. A
+cancel recorded on a started call therefore means nobody is running it any
+more: the handler steps (``commit``, ``business_rejected``, ``save_result``,
 ``outcome_uncertain``) require ``no_cancel``, and only a restart continues
 the call. (In ``recovering`` a crash is silent, so a cancel there is
-followed by a fresh recovery's lookups.)
+followed by a fresh recovery's lookups.) A crash changes no durable
+variable; it ends the process, so ``running`` becomes false, or true again
+where the restarted runtime recovers at once.
 
 Bounds: ``auto_retries`` automatic retries per run; ``handler_entries`` then
 never exceeds ``auto_retries + 2`` (first try, its retries, one re-run).
@@ -74,6 +80,7 @@ from enum import StrEnum
 from typing import Final
 
 from ._core import (
+    NO_EFFECT,
     Effect,
     Guard,
     Invariant,
@@ -200,6 +207,16 @@ def _set(text: str, **values: Value) -> Effect:
     return Effect(text, lambda v, p: dict(values))
 
 
+def _run(running: bool, effect: Effect = NO_EFFECT) -> Effect:
+    """``effect``, and whether a runtime is inside an operation on the call afterwards (A8)."""
+    word = "true" if running else "false"
+    if effect is NO_EFFECT:
+        return Effect(f"running := {word}", lambda v, p: {"running": running})
+    fn = effect.fn
+    return Effect(f"{effect.text}; running := {word}",
+                  lambda v, p: {**fn(v, p), "running": running})
+
+
 def _enter(text: str, **values: Value) -> Effect:
     """The handler is entered (again) under the same token."""
     return Effect("handler_entries += 1" + (f"; {text}" if text else ""),
@@ -220,22 +237,24 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition("propose", (PROPOSED,), PENDING,
                    "create the token once; checkpoint it with the normalized args, the schema "
                    "fingerprint and the deadline before anything is shown", ("A1", "W1", "W5"),
-                   effect=Effect("token_id := original; retry_safe := tool's declaration",
-                                 lambda v, p: {"token_id": "original",
-                                               "retry_safe": p["retry_safe"]}),
+                   effect=_run(True, Effect("token_id := original; retry_safe := tool's "
+                                            "declaration",
+                                            lambda v, p: {"token_id": "original",
+                                                          "retry_safe": p["retry_safe"]})),
                    params=(retry_safe,)),
         # A request is shown only while it can still be approved: a restart past the
         # deadline expires the call instead of showing a request nobody may grant (A2, R2).
         Transition("show", (PENDING,), None,
                    "show the approval request (a display event keyed by run and seq)",
                    ("A1", "V1", "A2"), guards=(NOT_SHOWN, DEADLINE_AHEAD),
-                   effect=_set("shown := true", shown=True)),
+                   effect=_run(False, _set("shown := true", shown=True))),
         Transition("crash_before_shown", (PENDING,), None,
                    "crash after the checkpoint, before display: the pending call survives",
-                   ("R1",), guards=(NOT_SHOWN,), actor="environment", observed_as=None),
+                   ("R1",), guards=(NOT_SHOWN,), effect=_run(False), actor="environment",
+                   observed_as=None),
         Transition("restart_while_pending", (PENDING,), None,
                    "restart while pending: the checkpointed deadline stands", ("R2", "A2"),
-                   guards=(SHOWN,), actor="environment", observed_as=None),
+                   guards=(SHOWN,), effect=_run(False), actor="environment", observed_as=None),
         Transition("deadline_passes", (PENDING,), None, "the approval deadline passes",
                    ("A2", "R2"), guards=(DEADLINE_AHEAD,),
                    effect=_set("deadline_passed := true", deadline_passed=True),
@@ -247,17 +266,19 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    "approved too late: the expired decision blocks the handler", ("A2", "R2"),
                    guards=(SHOWN, DEADLINE_PASSED), actor="user"),
         Transition("expire", (PENDING,), EXPIRED, "nobody approved before the deadline",
-                   ("A2",), guards=(DEADLINE_PASSED,)),
+                   ("A2",), guards=(DEADLINE_PASSED,), effect=_run(False)),
         Transition("reject", (PENDING,), REJECTED,
                    "the person refuses; like an expired call it never reaches the handler",
                    ("A2",), guards=(SHOWN,), actor="user"),
         # ---- cancel (A7) --------------------------------------------------------
         Transition("cancel", (PENDING, APPROVED), CANCELLED,
-                   "nothing has started: cancel stops it", ("A7",), actor="user"),
+                   "nothing has started: cancel stops it", ("A7",), effect=_run(False),
+                   actor="user"),
         Transition("cancel", MAY_HAVE_STARTED, None,
                    "the write may have started: record the request, verify, never roll back "
                    "(the session lock lets it in only when no runtime is running the call)",
-                   ("A7", "A8"), effect=_set("cancel_requested := true", cancel_requested=True),
+                   ("A7", "A8"),
+                   effect=_run(False, _set("cancel_requested := true", cancel_requested=True)),
                    actor="user"),
         # ---- execution (A1, A5, A6, W2, W6, R3) ---------------------------------
         Transition("crash_before_handler", (APPROVED,), None,
@@ -266,9 +287,10 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition("execute", (APPROVED,), EXECUTING,
                    "checkpoint executing, then enter the handler with the original token",
                    ("A1", "A5", "W1"),
-                   effect=Effect("handler_entries += 1; retries_allowed := retry_safe",
-                                 lambda v, p: {"handler_entries": v["handler_entries"] + 1,
-                                               "retries_allowed": v["retry_safe"]})),
+                   effect=_run(True, Effect("handler_entries += 1; retries_allowed := retry_safe",
+                                            lambda v, p: {"handler_entries":
+                                                          v["handler_entries"] + 1,
+                                                          "retries_allowed": v["retry_safe"]}))),
         Transition("commit", (EXECUTING,), COMMITTED,
                    "the business store commits the change and the result under the token",
                    ("W6", "W1"), guards=(NO_CANCEL,),
@@ -276,7 +298,7 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    actor="platform", observed_as=None),
         Transition("business_rejected", (EXECUTING,), FAILED,
                    "the business store refuses (stock, unknown sku); nothing is stored",
-                   ("W4", "W6"), guards=(NO_CANCEL,), actor="platform"),
+                   ("W4", "W6"), guards=(NO_CANCEL,), effect=_run(False), actor="platform"),
         Transition("save_result", (COMMITTED,), RESULT_CHECKPOINTED,
                    "the handler returned the first result; checkpoint it", ("W2", "R5"),
                    guards=(NO_CANCEL,), effect=first_result),
@@ -289,57 +311,62 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    guards=(FIRST_RUN, NO_CANCEL, no_retry_left)),
         Transition(UNCERTAIN, started, UNKNOWN,
                    "the one re-run's outcome is uncertain again: unknown", ("A5",),
-                   guards=(RERUN_USED, NO_CANCEL)),
+                   guards=(RERUN_USED, NO_CANCEL), effect=_run(False)),
         Transition("crash_before_commit", (EXECUTING,), RECOVERING,
-                   "crash before the business commit: nothing committed", ("R4", "A6"),
+                   "crash before the business commit: nothing committed; the restarted "
+                   "runtime recovers", ("R4", "A6"), effect=_run(True),
                    actor="environment", observed_as=RESTARTED_EXECUTING),
         Transition("crash_after_commit", (COMMITTED,), RECOVERING,
-                   "crash after the commit, before the result checkpoint", ("R5",),
+                   "crash after the commit, before the result checkpoint; the restarted "
+                   "runtime recovers", ("R5",), effect=_run(True),
                    actor="environment", observed_as=RESTARTED_EXECUTING),
         Transition("crash_before_answer", (RESULT_CHECKPOINTED,), None,
                    "crash after the result checkpoint: only the answer is left", ("R6",),
-                   actor="environment", observed_as=None),
+                   effect=_run(False), actor="environment", observed_as=None),
         Transition("answer", (RESULT_CHECKPOINTED,), ANSWERED,
                    "show the checkpointed first result (display events are deduplicated)",
-                   ("R6", "V1")),
+                   ("R6", "V1"), effect=_run(False)),
         # ---- recovery (A3, A4, A5, A7) ------------------------------------------
         Transition("crash_while_recovering", (RECOVERING,), None,
                    "crash during recovery: lookups are read-only, recovery starts over",
-                   ("A3", "A4"), actor="environment", observed_as=None),
+                   ("A3", "A4"), effect=_run(False), actor="environment", observed_as=None),
         Transition("contract_changed", (RECOVERING,), None,
                    "a deployment changed the tool's contract", ("A4", "L5"),
                    guards=(COMPATIBLE,),
-                   effect=_set("contract_compatible := false", contract_compatible=False),
+                   effect=_run(False, _set("contract_compatible := false",
+                                           contract_compatible=False)),
                    actor="environment", observed_as=None),
         Transition("contract_incompatible", (RECOVERING,), UNKNOWN,
                    "the checkpoint's arguments do not fit the current contract: stop writing",
-                   ("A4", "L5"), guards=(INCOMPATIBLE,)),
+                   ("A4", "L5"), guards=(INCOMPATIBLE,), effect=_run(False)),
         Transition("lookup_found", (RECOVERING,), RESULT_CHECKPOINTED,
                    "found: restore the first result in the tool's own shape, no handler",
                    ("A3", "A4", "R5", "W2"), guards=(COMPATIBLE, COMMIT_RECORDED),
-                   effect=first_result),
+                   effect=_run(True, first_result)),
         Transition("lookup_absent", (RECOVERING,), EXECUTING,
                    "absent: re-run once with the original token, retries off", ("A4", "A5", "A6",
                                                                                 "R4"),
                    guards=(COMPATIBLE, NOTHING_COMMITTED, FIRST_RUN, NO_CANCEL),
-                   effect=_enter("rerun := true; retries_allowed := false",
-                                 rerun=True, retries_allowed=False)),
+                   effect=_enter("rerun := true; retries_allowed := false; running := true",
+                                 rerun=True, retries_allowed=False, running=True)),
         Transition("lookup_absent", (RECOVERING,), CANCELLED,
                    "absent and cancel requested: the re-run has not started, so it is stopped",
-                   ("A7", "A3"), guards=(COMPATIBLE, NOTHING_COMMITTED, CANCEL_REQUESTED)),
+                   ("A7", "A3"), guards=(COMPATIBLE, NOTHING_COMMITTED, CANCEL_REQUESTED),
+                   effect=_run(False)),
         Transition("lookup_absent", (RECOVERING,), UNKNOWN,
                    "absent after the one re-run: stop and wait for a person", ("A5",),
-                   guards=(COMPATIBLE, NOTHING_COMMITTED, RERUN_USED, NO_CANCEL)),
+                   guards=(COMPATIBLE, NOTHING_COMMITTED, RERUN_USED, NO_CANCEL),
+                   effect=_run(False)),
         Transition("lookup_conflict", (RECOVERING,), UNKNOWN,
                    "the token is recorded for another tool or other arguments", ("A3", "A4", "W3"),
-                   guards=(COMPATIBLE, NOTHING_COMMITTED)),
+                   guards=(COMPATIBLE, NOTHING_COMMITTED), effect=_run(False)),
         Transition("lookup_failed", (RECOVERING,), UNKNOWN,
                    "the lookup did not complete: unknown, never absent", ("A3", "A4"),
-                   guards=(COMPATIBLE,)),
+                   guards=(COMPATIBLE,), effect=_run(False)),
         # ---- a person resolves unknown (A4) -------------------------------------
         Transition("resume_lookup", (UNKNOWN,), RECOVERING,
                    "a person asks for another lookup once the store is readable", ("A4", "A3"),
-                   guards=(COMPATIBLE,), actor="user"),
+                   guards=(COMPATIBLE,), effect=_run(True), actor="user"),
         Transition("reconcile", (UNKNOWN,), RECONCILED,
                    "a person settles the call by hand from the business store's evidence",
                    ("A4",), actor="user"),
@@ -407,6 +434,12 @@ def _variables(auto_retries: int) -> tuple[Variable, ...]:
         Variable("token_record", ("kept", "lost"), "kept",
                  "the call's idempotency record is in the business store whenever the call may "
                  "still resume (W8)", logged=False),
+        # The session lock's holder (A8): a process of the runtime is inside an operation on
+        # this call (the propose before its request is shown, the handler's run up to the
+        # answer, a recovery's lookup). The checkpoint's session_locks row shows it; the
+        # call's event log does not.
+        Variable("running", flags, False, "a runtime is inside an operation on the call and "
+                 "holds its session's lock (A8)", logged=False),
         Variable("handler_entries", tuple(range(auto_retries + 3)), 0,
                  "times the handler was entered (A6)", ghost=True),
     )
@@ -462,6 +495,9 @@ def _crash(t: Transition) -> bool:
     return t.actor == "environment" and t.trigger.startswith(("crash_", "restart_"))
 
 
+# Every variable but ``running``: a crash ends the process that held the session.
+DURABLE: Final = tuple(v.name for v in _variables(1) if v.name != "running")
+
 STEP_PROPERTIES: Final = (
     StepProperty("deadline_never_extended", "once passed, the deadline stays passed",
                  ("A2", "R2"), lambda b, t, p, a: a.v["deadline_passed"] or not b.v["deadline_passed"]),
@@ -471,9 +507,10 @@ STEP_PROPERTIES: Final = (
     StepProperty("decision_after_display", "approve and reject only after the request was shown",
                  ("A1", "R1"), lambda b, t, p, a: t.trigger not in ("approve", "reject")
                  or bool(b.v["shown"])),
-    StepProperty("crash_changes_no_fact", "a crash or restart changes no variable",
+    StepProperty("crash_changes_no_fact", "a crash or restart changes no durable variable (the "
+                 "process that held the session is gone)",
                  ("R1", "R2", "R3", "R4", "R5", "R6", "A2"),
-                 lambda b, t, p, a: not _crash(t) or a.v == b.v),
+                 lambda b, t, p, a: not _crash(t) or _same(b, a, *DURABLE)),
     StepProperty("unknown_never_writes", "no step from unknown commits or enters the handler",
                  ("A4", "A5"), lambda b, t, p, a: b.state != UNKNOWN
                  or _same(b, a, "commits", "handler_entries")),

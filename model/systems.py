@@ -29,12 +29,18 @@ Bounds are smaller than the single machine's (2 lease epochs, 2 condition
 versions), because the space grows as a product; the single machine keeps the
 larger bounds and is explored too.
 
-Approval system (M calls of one session; rule W6):
+Approval system (M calls of one session; rules W6, A8):
 
 * The calls draw on one ``stock``: an order's ``commit`` needs a unit and
   takes it, atomically with the business commit (the business store checks
   stock in the commit's transaction). The system invariant ``no_oversell``
   says that no more units are committed than there were.
+* The calls share the session's lock (A8): a runtime inside an operation on
+  a call (its ``running`` flag: the propose before the request is shown, the
+  handler's run up to the answer, a recovery's lookups) holds ``session``.
+  Meanwhile every other call's create, approve, reject, execute, resume,
+  cancel and recovery is refused; a crash of the holder frees it. The
+  invariant ``one_runtime_per_session`` says at most one call holds it.
 
 Ledger system (the N tool calls of one assistant message; rules L1–L5):
 
@@ -48,22 +54,27 @@ Ledger system (the N tool calls of one assistant message; rules L1–L5):
 * Each call registers on its own step here; the implementation registers
   every call of the message in the one transaction that checkpoints the
   message (L1), which is one of the interleavings the system explores.
-
-A8 (one session's create, approve, resume and cancel exclude each other) is a
-property of non-atomic operations; every step here is atomic, so it holds by
-construction in the model and is checked against the implementation's session
-lock by tests, not by this declaration.
 """
 
 from __future__ import annotations
 
 from ._core import Effect, Guard, Variable, Vars
-from ._system import Binding, Refinement, SharedTransition, System, SystemInvariant
+from ._system import Binding, Mutex, Refinement, SharedTransition, System, SystemInvariant
 from .approval import APPROVAL
 from .ledger import LEDGER
 from .query import build_query_machine
 
 MESSAGE_STATES = ("attributed", "pending")
+
+# The approval steps that run inside the runtime under the session's lock (A8): a caller's
+# create, approve, reject, execute, cancel, resume and reconcile, and the runtime's recovery
+# (show, expire, answer and the lookups after a restart). Crashes, the clock, deployments and
+# the business store's own writers do not take it.
+SESSION_OPERATIONS = frozenset({
+    "propose", "show", "approve", "expire", "reject", "cancel", "crash_before_handler",
+    "execute", "answer", "crash_before_commit", "crash_after_commit", "contract_incompatible",
+    "lookup_found", "lookup_absent", "lookup_conflict", "lookup_failed", "resume_lookup",
+    "reconcile"})
 
 
 def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,
@@ -111,20 +122,34 @@ def build_approval_system(calls: int = 2, stock: int = 1) -> System:
         committed: int = sum(x["commits"] for x in views)
         return committed <= stock
 
+    def one_runtime_per_session(states: tuple[str, ...], views: tuple[Vars, ...],
+                                v: Vars) -> bool:
+        holders = sum(bool(x["running"]) for x in views)
+        return holders == int(v["session"] == "held")
+
     return System(
         name="approval_system",
         meaning=(f"one session: {calls} order calls drawing on {stock} "
                  f"unit{'s' if stock != 1 else ''} of stock"),
         machine=APPROVAL,
         instances=calls,
-        variables=(Variable("stock", units, stock, "units left to sell (W6)"),),
+        variables=(Variable("stock", units, stock, "units left to sell (W6)"),
+                   Variable("session", ("free", "held"), "free",
+                            "the session's lock: held while a runtime is inside an operation "
+                            "on one of its calls (A8)")),
         refinements=(Refinement(
             "commit", ("W6",),
             guards=(Guard("in_stock", "stock > 0", lambda v, p: v["stock"] > 0, reads=("stock",)),),
             effect=Effect("stock -= 1", lambda v, p: {"stock": v["stock"] - 1})),),
         invariants=(SystemInvariant(
             "no_oversell", "the orders' business commits never exceed the stock there was",
-            ("W6",), no_oversell),),
+            ("W6",), no_oversell),
+            SystemInvariant(
+                "one_runtime_per_session", "at most one call's runtime holds the session, "
+                "as session says", ("A8",), one_runtime_per_session)),
+        mutex=Mutex("session", "running", SESSION_OPERATIONS, ("A8",),
+                    "one session's operations exclude each other: a call's step that enters "
+                    "the runtime waits until no other call's runtime holds the session"),
     )
 
 

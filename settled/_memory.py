@@ -12,9 +12,9 @@ query, 1 worker                                  4,758        61 MB        2,500
 query, 2 workers (the default)                  18,054        99 MB        2,800
 query, 3 workers                                47,634       186 MB        2,900
 query, 4 workers                               103,158       340 MB        2,800
-approval                                           231        49 MB            -
-approval system, 2 calls                        20,910        57 MB          400
-approval system, 3 calls                     1,141,358       546 MB          440
+approval                                           271        36 MB            -
+approval system, 2 calls                        27,165        53 MB            -
+approval system, 3 calls                     1,599,429     1,015 MB          600
 query system, 2 queries, 1 worker              707,588       408 MB          530
 query system, 2 queries, 2 workers          ~2,700,000     ~1.0 GB          370
 ledger                                             138        49 MB            -
@@ -26,7 +26,7 @@ A configuration not in the table is extrapolated from its neighbours: a query sy
 with other than two workers is the two-worker system scaled by the single machine's
 growth between the two worker counts (that predicts 711 k for 2 queries and 1 worker,
 where 708 k were measured); one more instance multiplies states by the last instance's growth (``S(n+1) ≈
-S(n)² / S(n-1)``; for the approval system that predicts 1.9 M where 1.1 M were measured,
+S(n)² / S(n-1)``; for the approval system that predicts 2.7 M where 1.6 M were measured,
 so the extrapolation errs on the high side).
 """
 
@@ -44,7 +44,7 @@ SYSTEM_BYTES_PER_STATE = 550  # a system: canonical states and parents only
 MEASURED: dict[tuple[str, int, int | None], int] = {
     ("query", 1, 1): 4_758, ("query", 1, 2): 18_054, ("query", 1, 3): 47_634,
     ("query", 1, 4): 103_158, ("query", 2, 1): 707_588, ("query", 2, 2): 2_728_316,
-    ("approval", 1, None): 231, ("approval", 2, None): 20_910, ("approval", 3, None): 1_141_358,
+    ("approval", 1, None): 271, ("approval", 2, None): 27_165, ("approval", 3, None): 1_599_429,
     ("ledger", 1, None): 138, ("ledger", 2, None): 1_709, ("ledger", 3, None): 17_200,
 }
 DEFAULT_WORKERS = 2

@@ -136,6 +136,12 @@ def system_section(s: System) -> list[str]:
         out += [f"| `{a}` | {_cell(b)} | {_cell(c)} | {d} | {_cell(e)} |" for a, b, c, d, e in rows]
     for b in s.bind:
         out += ["", f"Bound parameter: `{m.name}`'s `{b.param}` is {b.text}, not a free choice."]
+    if s.mutex is not None:
+        x = s.mutex
+        out += ["", f"Mutex `{x.variable}` ({', '.join(x.rules)}): {_cell(x.text)}. An instance "
+                    f"holds it while its `{x.flag}` is true; a step of any other instance with "
+                    f"one of these triggers waits until it is free: "
+                    + ", ".join(f"`{t}`" for t in sorted(x.takes)) + "."]
     if s.invariants:
         out += ["", "| system invariant | holds that | rules |", "| --- | --- | --- |"]
         out += [f"| `{i.name}` | {_cell(i.text)} | {', '.join(i.rules)} |" for i in s.invariants]
@@ -160,7 +166,9 @@ def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
                        | {f"{s.name}.{t.trigger}" for s in systems for t in s.transitions
                           if rule in t.rules}
                        | {f"{s.name}.{r.trigger}" for s in systems for r in s.refinements
-                          if rule in r.rules})
+                          if rule in r.rules}
+                       | {f"{s.name}.mutex {s.mutex.variable}" for s in systems
+                          if s.mutex is not None and rule in s.mutex.rules})
         props = sorted({f"{p.name}.{i.name}" for p in machines for i in p.invariants if rule in i.rules}
                        | {f"{p.name}.{x.name}" for p in machines for x in p.step_properties
                           if rule in x.rules}

@@ -13,6 +13,8 @@ shows what the instances share and which steps cross them:
 * refinements (extra guards and effects a machine trigger gets from the
   system) and bindings (a machine parameter the system decides) as edges
   between the instances and the system variables they read or write;
+* a mutex (a lock the instances share) as a two-way edge between the
+  instances and the system variable that says whether it is held;
 * system invariants in a note.
 
 Every label names the rules it stands for. Output is deterministic: items are
@@ -81,6 +83,12 @@ def system_dot(s: System) -> str:
         text = _lines(f"{r.trigger} also needs [{guards}]", f"{r.effect.text}{_rules(r.rules)}",
                       left=False)
         out.append(f'  instances -> system_vars [label="{text}", style=dashed];')
+    if s.mutex is not None:
+        x = s.mutex
+        text = _lines(f"mutex {x.variable}{_rules(x.rules)}: held while {x.flag};",
+                      f"{len(x.takes)} triggers of another instance wait", left=False)
+        out.append(f'  instances -> system_vars [label="{text}", dir=both, color="#8e44ad", '
+                   'fontcolor="#8e44ad"];')
     for b in s.bind:
         text = _lines(f"binds {m.name}.{b.param}:", b.text, left=False)
         out.append(f'  system_vars -> instances [label="{text}", style=dotted, arrowhead=open];')

@@ -364,14 +364,63 @@ def test_two_orders_on_the_last_unit_the_second_is_refused_by_the_business_store
         return [q(i, "propose", retry_safe=False), q(i, "show"), q(i, "approve"),
                 q(i, "execute")]
 
-    steps = [*order(0), q(0, "commit"), *order(1), q(1, "business_rejected")]
+    # The calls share one session, so the second order starts once the first is answered.
+    steps = [*order(0), q(0, "commit"), q(0, "save_result"), q(0, "answer"), *order(1),
+             q(1, "business_rejected")]
     run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
     for a in steps:
         run.apply(a)
         run.check()  # stock observed through observe(None) after every step
-    assert run.observe_system() == {"stock": 0}
-    assert [run.observe(i)["state"] for i in range(2)] == ["committed", "failed"]
+    assert run.observe_system() == {"stock": 0, "session": "free"}
+    assert [run.observe(i)["state"] for i in range(2)] == ["answered", "failed"]
     run.finish()
-    [w6] = APPROVAL_MUTANTS
+    w6 = next(m for m in APPROVAL_MUTANTS if m.rule == "W6")
     message = replay_steps(system, lambda: w6.adapter_class(2, 1), system.machine.refusable, steps)
     assert message is not None and "q1 differs" in message
+
+
+@pytest.mark.rule("A8")
+def test_one_session_runs_one_operation_at_a_time() -> None:
+    """While the first call's handler runs, the second call of the session cannot be
+    proposed, approved or cancelled: the model refuses them, and so does the runtime's
+    session lock (SessionBusy changes nothing). A lock taken per call lets them in."""
+    from settled.conformance._approval_system_adapter import (
+        ApprovalSystemAdapter,
+        approval_system,
+    )
+    from settled.conformance.mutants.approval_system import MUTANTS as APPROVAL_MUTANTS
+
+    system = approval_system(2, 1)
+    refusable = system.machine.refusable
+    shown = [q(1, "propose", retry_safe=False), q(1, "show")]
+    running = [q(0, "propose", retry_safe=False), q(0, "show"), q(0, "approve"),
+               q(0, "execute")]
+    steps = [*shown, *running, q(1, "approve", forbidden=True),
+             q(1, "cancel", forbidden=True), q(0, "commit")]
+    run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), refusable)
+    for a in steps:
+        run.apply(a)
+        run.check()
+    assert run.observe_system()["session"] == "held"
+    assert [run.observe(i)["state"] for i in range(2)] == ["committed", "pending_approval"]
+    # The probes are the ones the system adds: the machine alone would allow both.
+    probes = {a.trigger for a in run.bound_probes(1)}
+    assert {"approve", "cancel"} <= probes
+    # A crash of the holder frees the session; the second call goes on.
+    for a in [q(0, "crash_after_commit"), q(0, "lookup_found"), q(0, "answer"),
+              q(1, "approve")]:
+        run.apply(a)
+        run.check()
+    assert run.observe_system()["session"] == "free"
+    run.finish()
+    a8 = next(m for m in APPROVAL_MUTANTS if m.rule == "A8")
+    message = replay_steps(system, lambda: a8.adapter_class(2, 1), refusable, steps)
+    assert message is not None and "session: implementation 'free', model 'held'" in message
+    mutant = a8.adapter_class(2, 1)
+    try:
+        for a in [*shown, *running]:
+            mutant.perform(a.instance, a.trigger, a.params)
+        mutant.perform(1, "approve", {})  # let in while the first call's handler runs
+        assert mutant.observe(1)["state"] == "approved"
+    finally:
+        mutant.close()

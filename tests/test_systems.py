@@ -199,10 +199,11 @@ def _naive(system: System) -> tuple[int, int, set[int], set[tuple[str, str]]]:
     lambda: dataclasses.replace(build_approval_system(calls=2, stock=1),
                                 refinements=(Refinement("commit", ("W6",)),)),
     lambda: build_ledger_system(calls=2),
+    lambda: dataclasses.replace(build_approval_system(calls=2, stock=1), mutex=None),
     pytest.param(lambda: _with_old_invariant(build_query_system(
         queries=2, workers=1, max_epoch=1, max_task_version=2)), marks=pytest.mark.slow),
 ], ids=["query-1x1", "query-2x1-small", "approval", "approval-unchecked", "ledger-2",
-        "query-old-invariant"])
+        "approval-no-lock", "query-old-invariant"])
 def test_the_compiled_search_is_system_enabled_step_for_step(make: Any) -> None:
     """The explorer compiles each instance's steps once per shared value and deduplicates
     steps with one outcome; without symmetry it must still count exactly the states and
@@ -229,3 +230,50 @@ def test_a_system_is_validated_when_built() -> None:
         System("s", "x", machine, 0)
     with pytest.raises(DeclarationError, match="refinement of unknown trigger"):
         System("s", "x", machine, 2, refinements=(Refinement("fly", ("Q1",)),))
+
+
+@pytest.mark.rule("A8")
+def test_one_session_lets_one_runtime_in_and_the_explorer_catches_a_missing_lock() -> None:
+    system = build_approval_system(calls=2, stock=1)
+    start = [("propose", {"retry_safe": False}), ("show", {}), ("approve", {}), ("execute", {})]
+    cfg = system.initial_config()
+    for i in (1, 0):
+        for trigger, params in start[:2] if i == 1 else start:
+            [step] = [s for s in system.enabled(cfg)
+                      if s.instance == i and s.trigger == trigger and dict(s.params) == params]
+            cfg = step.after
+    assert system.shared_view(cfg)["session"] == "held"
+    theirs = {s.trigger for s in system.enabled(cfg) if s.instance == 1}
+    # The machine alone would let the second call be approved, rejected or cancelled.
+    assert {"approve", "reject", "cancel"} <= {s.transition.trigger for s in
+                                               system.machine.enabled(cfg.instances[1])}
+    assert not theirs & {"approve", "reject", "cancel", "expire"}
+    assert "deadline_passes" in theirs  # the clock does not wait for the lock
+    # A crash of the holder frees the session (its restarted runtime then recovers).
+    [crash] = [s for s in system.enabled(cfg) if s.trigger == "crash_before_commit"]
+    assert system.shared_view(crash.after)["session"] == "held"
+    [gone] = [s for s in system.enabled(crash.after) if s.trigger == "crash_while_recovering"]
+    assert system.shared_view(gone.after)["session"] == "free"
+    assert explore_system(system).findings == []
+    # Without the lock the invariant that cross-checks it breaks, at the first propose.
+    unlocked = explore_system(dataclasses.replace(system, mutex=None))
+    [broken] = [f for f in unlocked.findings if f.name == "one_runtime_per_session"]
+    assert broken.counterexample is not None
+    assert [s.trigger for s in broken.counterexample.steps] == ["propose"]
+
+
+def test_a_mutex_is_validated_when_built() -> None:
+    system = build_approval_system(calls=2, stock=1)
+    lock = system.mutex
+    assert lock is not None
+    with pytest.raises(DeclarationError, match="variable 'stock' must be a system variable"):
+        dataclasses.replace(system, mutex=dataclasses.replace(lock, variable="stock"))
+    with pytest.raises(DeclarationError, match="flag 'token_id' must be a boolean"):
+        dataclasses.replace(system, mutex=dataclasses.replace(lock, flag="token_id"))
+    with pytest.raises(DeclarationError, match=r"takes unknown triggers \['fly'\]"):
+        dataclasses.replace(system, mutex=dataclasses.replace(lock, takes=frozenset({"fly"})))
+    with pytest.raises(DeclarationError, match=r"sync triggers \['crash_before_shown'\] take"):
+        dataclasses.replace(system, sync=("crash_before_shown",),
+                            mutex=dataclasses.replace(lock, takes=frozenset({"crash_before_shown"})))
+    with pytest.raises(DeclarationError, match="changes the mutex flag 'running'"):
+        explore_system(dataclasses.replace(system, sync=("crash_before_shown",)))

@@ -12,9 +12,11 @@ product) must kill it.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, cast
 
+from settled.impl.approval._approval import ApprovalRuntime, Call
 from settled.impl.approval._business import (
     BusinessStore,
     _order_result,
@@ -31,7 +33,7 @@ from .._approval_system_adapter import ApprovalSystemAdapter
 from . import Mutant
 from .approval import runtime_opening
 
-__all__ = ["MUTANTS", "StockUncheckedAtCommit"]
+__all__ = ["MUTANTS", "LockPerCall", "StockUncheckedAtCommit"]
 
 
 class StockUncheckedAtCommit(BusinessStore):
@@ -80,9 +82,28 @@ def _order_without_stock_check(conn: sqlite3.Connection, args: Any, now: float) 
 _Runtime = runtime_opening(StockUncheckedAtCommit)
 
 
+class LockPerCall(ApprovalRuntime):
+    """A8 broken: an operation on a call locks the call, not the call's session.
+
+    How it gets written: "two operations on one call must not overlap, so lock
+    the call" (keyed by the call id). Operations on two calls of one session
+    then overlap: a second call is approved or cancelled while the first
+    call's handler runs.
+    """
+
+    @contextmanager
+    def _locked(self, call_id: str, action: str) -> Iterator[Call]:
+        with self._checkpoints.session_lock(call_id, action):  # the bug: the call's id
+            yield self.get(call_id)
+
+
 MUTANTS: list[Mutant] = [
     Mutant(name="W6-stock-unchecked-at-commit", rule="W6", machine="approval_system",
            description=(StockUncheckedAtCommit.__doc__ or "").strip().split("\n", 1)[0],
            adapter_class=cast(Any, type("StockUncheckedSystemAdapter", (ApprovalSystemAdapter,),
                                         {"runtime_class": _Runtime}))),
+    Mutant(name="A8-lock-per-call", rule="A8", machine="approval_system",
+           description=(LockPerCall.__doc__ or "").strip().split("\n", 1)[0],
+           adapter_class=cast(Any, type("LockPerCallSystemAdapter", (ApprovalSystemAdapter,),
+                                        {"runtime_class": LockPerCall}))),
 ]
