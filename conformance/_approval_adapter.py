@@ -416,7 +416,9 @@ class ApprovalAdapter(Adapter):
         self.recover(item)
 
     def crash_before_handler(self, item: _Item) -> None:
-        item.worker.call("execute", self._call_id(item), crash_at="R3")
+        # A refusal (the session is busy, the call is not approved) is the implementation's
+        # answer and must reach the kit; a call that never reached R3 shows in observe.
+        _check(item.worker.call("execute", self._call_id(item), crash_at="R3"))
         self.restart(item)
 
     def deadline_passes(self, item: _Item) -> None:

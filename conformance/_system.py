@@ -309,18 +309,17 @@ class _Space:
         plain: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
         bad: list[tuple[int, _Move]] = []  # (index of its outcome in plain, the move)
         syncs: list[_Move] = []
-        lock, cfg = sys._lock, self.configs[c]
+        lock, cfg = sys._lock is not None, self.configs[c]
         for mv in self.moves(c, ctx, bound):
             if mv.trigger in sync:
                 syncs.append(mv)
                 continue
             locked = shared
-            if lock is not None:  # the shared lock (System._locked), from this instance alone
-                held = sys.mutex.after(shared[lock[0]], cfg, mv.step.after,  # type: ignore[union-attr]
-                                       mv.trigger, lock[1])
-                if held is None:
+            if lock:  # the shared lock decides from this instance's own step alone
+                got = sys.lock_after(shared, cfg, mv.step.after, mv.trigger)
+                if got is None:
                     continue
-                locked = (*shared[:lock[0]], held, *shared[lock[0] + 1:])
+                locked = got
             new_shared = _refined(refine, mv.trigger, mv.params, sv, locked, sys)
             if new_shared is None:
                 continue
@@ -405,12 +404,12 @@ def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
         params = moves[0][1].params
         if any(sp.held_back(c, trigger, params, pkey) for j, c in enumerate(ids) if j not in movers):
             continue
+        if sys._lock is not None:  # as System._apply, first: a sync step may not move the lock
+            sys._locked(SystemConfig(tuple(sp.configs[c] for c in ids), shared),
+                        tuple((i, mv.step) for i, mv in moves), trigger)
         new_shared = _refined(refine, trigger, params, sv, shared, sys)
         if new_shared is None:
             continue
-        if sys._lock is not None:  # as System._locked: a sync step may not move the lock
-            sys._locked(SystemConfig(tuple(sp.configs[c] for c in ids), shared),
-                        tuple((i, mv.step) for i, mv in moves), trigger)
         new = list(ids)
         written = None
         for i, mv in moves:

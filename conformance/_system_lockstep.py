@@ -86,7 +86,8 @@ class SystemAction(Action):
     """A step of a system run. ``who`` is ``q<i>``, ``all`` (a sync step) or ``system``."""
 
     who: str = ""
-    bound: bool = field(default=False, compare=False)  # refused by the system's state alone
+    # Refused by the system's state alone (a bound parameter, a lock another instance holds).
+    bound: bool = field(default=False, compare=False)
 
     def text(self) -> str:
         args = " ".join(f"{k}={v}" for k, v in self.params.items())
@@ -193,8 +194,8 @@ class SystemRunner:
             return got
         bound = self._bound_values()
         enabled = set(self.plans.enabled(self.config))
-        # First the probes the system's state alone refuses (see bound_probes).
-        probes = self.bound_probes(i)
+        # First the probes the system's state alone refuses (see system_probes).
+        probes = self.system_probes(i)
         out, seen = list(probes), {_key(a) for a in probes}
         for t in self.protocol.transitions:
             if t.trigger not in self.forbidden or t.trigger in self.system.sync:
@@ -215,12 +216,15 @@ class SystemRunner:
         sv = self.system.shared_view(self.config)
         return {b.param: b.fn(sv) for b in self.system.bind}
 
-    def bound_probes(self, i: int) -> list[SystemAction]:
+    def system_probes(self, i: int) -> list[SystemAction]:
         """The probes the system's state alone refuses: an action the instance's machine
         enables that the system does not, with each bound parameter at the value the system
-        gives it (a confirmation while the session's message is pending; an approval while
-        another call's runtime holds the session's lock). Random draws rarely hit them; they
-        are what a system adds. Worked out once per configuration and instance."""
+        gives it (a confirmation while the session's message is pending). Refusable triggers
+        are probed so; while another instance holds a lock, so is every step of this one that
+        would take it, refusable or not (an approval, a new call, a recovery's lookup while
+        another call's runtime holds the session: the implementation must refuse each and
+        change nothing). Random draws rarely hit them; they are what a system adds. Worked
+        out once per configuration and instance."""
         key = (self.config, i)
         got = self.plans.bound.get(key)
         if got is not None:
@@ -228,9 +232,23 @@ class SystemRunner:
         bound = self._bound_values()
         enabled = set(self.plans.enabled(self.config))
         probes: list[SystemAction] = self.plans.bound.setdefault(key, [])
-        for s in self.protocol.enabled(self.config.instances[i]):
+        mine = self.config.instances[i]
+        # Another instance holds the lock: each of this one's operations that would take it
+        # must be refused (SessionBusy), caller's or not.
+        takes: frozenset[str] = frozenset()
+        flag = -1
+        lock = self.system.mutex
+        if lock is not None and self.system._lock is not None:
+            flag = self.system._lock[1]
+            if not mine.values[flag] and \
+                    self.system.shared_view(self.config)[lock.variable] == "held":
+                takes = lock.takes
+        for s in self.protocol.enabled(mine):
             t = s.transition
-            if t.trigger not in self.forbidden or t.trigger in self.system.sync:
+            if t.trigger in self.system.sync:
+                continue
+            if t.trigger not in self.forbidden and not (
+                    takes and (t.trigger in takes or s.after.values[flag])):
                 continue
             params = {**s.params, **{n: v for n, v in bound.items() if n in s.params}}
             a = SystemAction(i, t.trigger, params, forbidden=True, who=f"q{i}", bound=True)
@@ -541,7 +559,8 @@ def _tour_search(system: System, plans: SystemPlans, forbidden: frozenset[str],
 
 
 class _Probe:
-    """Just enough of a runner to list the bound probes of a configuration."""
+    """Just enough of a runner to list the system probes of a configuration (a system with
+    neither bound parameters nor a lock has none)."""
 
     def __init__(self, system: System, plans: SystemPlans, forbidden: frozenset[str],
                  config: SystemConfig) -> None:
@@ -554,7 +573,7 @@ class _Probe:
     def probes(self, i: int) -> list[SystemAction]:
         if not (self.system.bind or self.system.mutex):
             return []
-        return SystemRunner.bound_probes(self, i)  # type: ignore[arg-type]
+        return SystemRunner.system_probes(self, i)  # type: ignore[arg-type]
 
 
 def _path(parent: Mapping[SystemConfig, tuple[SystemConfig, SystemAction] | None],

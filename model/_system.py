@@ -330,7 +330,7 @@ class System:
                 trigger: str) -> tuple[Value, ...] | None:
         """The system's variables after the mutex saw the step; None if it refuses it."""
         assert self.mutex is not None and self._lock is not None
-        var, flag = self._lock
+        flag = self._lock[1]
         shared = config.shared
         if trigger in self.sync:  # validated not to take the lock; it may not move it either
             if any(config.instances[i].values[flag] != s.after.values[flag] for i, s in moves):
@@ -339,7 +339,15 @@ class System:
                                        "at a time")
             return shared
         (i, s), = moves
-        held = self.mutex.after(shared[var], config.instances[i], s.after, trigger, flag)
+        return self.lock_after(shared, config.instances[i], s.after, trigger)
+
+    def lock_after(self, shared: tuple[Value, ...], before: Config, after: Config,
+                   trigger: str) -> tuple[Value, ...] | None:
+        """The system's variables after one instance's own step from ``before`` to ``after``
+        as the mutex sees it; None when the lock refuses the step."""
+        assert self.mutex is not None and self._lock is not None
+        var, flag = self._lock
+        held = self.mutex.after(shared[var], before, after, trigger, flag)
         return None if held is None else (*shared[:var], held, *shared[var + 1:])
 
 

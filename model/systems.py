@@ -39,8 +39,12 @@ Approval system (M calls of one session; rules W6, A8):
   a call (its ``running`` flag: the propose before the request is shown, the
   handler's run up to the answer, a recovery's lookups) holds ``session``.
   Meanwhile every other call's create, approve, reject, execute, resume,
-  cancel and recovery is refused; a crash of the holder frees it. The
-  invariant ``one_runtime_per_session`` says at most one call holds it.
+  cancel and recovery is refused. The holder's operation returning frees it,
+  and so does its process dying (a restart that recovers at once, after a
+  crash inside the handler, takes it again). The invariant
+  ``one_runtime_per_session`` says at most one call holds it and
+  ``session`` agrees; with the mutex declared it holds by construction, so
+  it cross-checks the mechanism.
 
 Ledger system (the N tool calls of one assistant message; rules L1–L5):
 

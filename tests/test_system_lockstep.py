@@ -404,9 +404,10 @@ def test_one_session_runs_one_operation_at_a_time() -> None:
     assert run.observe_system()["session"] == "held"
     assert [run.observe(i)["state"] for i in range(2)] == ["committed", "pending_approval"]
     # The probes are the ones the system adds: the machine alone would allow both.
-    probes = {a.trigger for a in run.bound_probes(1)}
+    probes = {a.trigger for a in run.system_probes(1)}
     assert {"approve", "cancel"} <= probes
-    # A crash of the holder frees the session; the second call goes on.
+    # A crash after the commit: the restarted runtime recovers at once, holding the session
+    # again; the answer frees it, and the second call goes on.
     for a in [q(0, "crash_after_commit"), q(0, "lookup_found"), q(0, "answer"),
               q(1, "approve")]:
         run.apply(a)
@@ -424,3 +425,62 @@ def test_one_session_runs_one_operation_at_a_time() -> None:
         assert mutant.observe(1)["state"] == "approved"
     finally:
         mutant.close()
+
+
+@pytest.mark.rule("A8")
+def test_every_session_operation_is_probed_while_another_call_runs() -> None:
+    """Not only a caller's refusable actions: a new call (propose), and a restarted call's
+    show, take the session's lock too, so while another call's runtime holds it the kit
+    probes them, and the runtime refuses each (SessionBusy), changing nothing."""
+    from settled.conformance._approval_system_adapter import (
+        ApprovalSystemAdapter,
+        approval_system,
+    )
+
+    system = approval_system(2, 1)
+    run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
+    for a in [q(0, "propose", retry_safe=False), q(0, "show"), q(0, "approve"),
+              q(0, "execute")]:
+        run.apply(a)
+        run.check()
+    probes = {a.trigger: a for a in run.system_probes(1)}
+    assert "propose" in probes and "propose" not in system.machine.refusable
+    run.apply(probes["propose"])  # refused by the lock, nothing changed anywhere
+    run.check()
+    for a in [q(0, "crash_before_commit"), q(0, "crash_while_recovering"),
+              q(1, "propose", retry_safe=False), q(1, "crash_before_shown"),
+              q(0, "lookup_absent")]:
+        run.apply(a)
+        run.check()
+    assert run.observe_system()["session"] == "held"  # q0's re-run holds it; q1 waits
+    probes = {a.trigger: a for a in run.system_probes(1)}
+    assert {"show", "cancel"} <= set(probes)
+    for trigger in ("show", "cancel"):
+        run.apply(probes[trigger])
+        run.check()
+    run.finish()
+
+
+@pytest.mark.rule("A8")
+def test_a_lock_that_claims_a_step_the_runtime_does_not_lock_is_caught() -> None:
+    """The declaration can be wrong the other way too: a mutex that also 'takes' a world
+    change (resubmitting a draft) makes the kit probe it while another call runs, and the
+    correct runtime, rightly, does not refuse it."""
+    import dataclasses
+
+    from settled.conformance._approval_system_adapter import ApprovalSystemAdapter
+    from settled.conformance._shrink import Divergence
+    from settled.model.systems import build_approval_system
+
+    right = build_approval_system(calls=2, stock=1)
+    assert right.mutex is not None
+    wrong = dataclasses.replace(right, mutex=dataclasses.replace(
+        right.mutex, takes=right.mutex.takes | {"draft_resubmitted"}))
+    run = SystemRunner(wrong, lambda: ApprovalSystemAdapter(2, 1), wrong.machine.refusable)
+    try:
+        run.apply(q(0, "propose", retry_safe=False))  # q0's runtime holds the session at R1
+        [probe] = [a for a in run.system_probes(1) if a.trigger == "draft_resubmitted"]
+        with pytest.raises(Divergence, match="did not refuse q1 draft_resubmitted"):
+            run.apply(probe)
+    finally:
+        run.adapter.close()

@@ -249,7 +249,8 @@ def test_one_session_lets_one_runtime_in_and_the_explorer_catches_a_missing_lock
                                                system.machine.enabled(cfg.instances[1])}
     assert not theirs & {"approve", "reject", "cancel", "expire"}
     assert "deadline_passes" in theirs  # the clock does not wait for the lock
-    # A crash of the holder frees the session (its restarted runtime then recovers).
+    # A crash inside the handler: the restarted runtime recovers at once and holds the
+    # session again; a crash during that recovery frees it.
     [crash] = [s for s in system.enabled(cfg) if s.trigger == "crash_before_commit"]
     assert system.shared_view(crash.after)["session"] == "held"
     [gone] = [s for s in system.enabled(crash.after) if s.trigger == "crash_while_recovering"]

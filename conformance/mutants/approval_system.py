@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
 from settled.impl.approval._approval import ApprovalRuntime, Call
@@ -33,7 +33,7 @@ from .._approval_system_adapter import ApprovalSystemAdapter
 from . import Mutant
 from .approval import runtime_opening
 
-__all__ = ["MUTANTS", "LockPerCall", "StockUncheckedAtCommit"]
+__all__ = ["MUTANTS", "LockPerCall", "ProposeOutsideTheLock", "StockUncheckedAtCommit"]
 
 
 class StockUncheckedAtCommit(BusinessStore):
@@ -97,6 +97,26 @@ class LockPerCall(ApprovalRuntime):
             yield self.get(call_id)
 
 
+class ProposeOutsideTheLock(ApprovalRuntime):
+    """A8 broken for create: a new call is checkpointed and shown without its session's lock.
+
+    How it gets written: "a call that does not exist yet cannot collide with an
+    operation on it, so propose needs no lock". The lock is the session's: a
+    new call of the session is created while another call's handler runs.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        store, locking = self._checkpoints, self._checkpoints.session_lock
+
+        def session_lock(session_id: str, operation: str) -> AbstractContextManager[None]:
+            if operation == "propose":  # the bug
+                return nullcontext()
+            return locking(session_id, operation)
+
+        store.session_lock = session_lock  # type: ignore[method-assign, assignment]
+
+
 MUTANTS: list[Mutant] = [
     Mutant(name="W6-stock-unchecked-at-commit", rule="W6", machine="approval_system",
            description=(StockUncheckedAtCommit.__doc__ or "").strip().split("\n", 1)[0],
@@ -106,4 +126,8 @@ MUTANTS: list[Mutant] = [
            description=(LockPerCall.__doc__ or "").strip().split("\n", 1)[0],
            adapter_class=cast(Any, type("LockPerCallSystemAdapter", (ApprovalSystemAdapter,),
                                         {"runtime_class": LockPerCall}))),
+    Mutant(name="A8-propose-outside-the-lock", rule="A8", machine="approval_system",
+           description=(ProposeOutsideTheLock.__doc__ or "").strip().split("\n", 1)[0],
+           adapter_class=cast(Any, type("ProposeUnlockedSystemAdapter", (ApprovalSystemAdapter,),
+                                        {"runtime_class": ProposeOutsideTheLock}))),
 ]
