@@ -33,12 +33,14 @@ space is searched as one (``independent_product`` is always false).
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import time
 from array import array
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from ..model._core import Config, DeclarationError, Step, Value
@@ -204,7 +206,6 @@ class _Space:
         self._held_back: dict[tuple[int, str, Any], bool] = {}
         self._shared_info: dict[tuple[Value, ...], Any] = {}
         self._canon: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self._orbit: dict[tuple[int, ...], int] = {}
         self._compiled: dict[tuple[int, tuple[Value, ...]], _Compiled] = {}
         self.fired: set[int] = set()  # id() of every machine transition some step took
         self.checked_shared: set[tuple[Value, ...]] = set()  # shared values domain-checked
@@ -252,17 +253,18 @@ class _Space:
                 best = moved
         return best
 
-    def orbit(self, key: tuple[Any, ...]) -> int:
-        """How many concrete configurations the representative ``key`` stands for."""
-        ids = key[0]
-        n = self._orbit.get(ids)
-        if n is None:
-            images: set[tuple[int, ...]] = set()
-            for k in range(len(self.perms)):
-                moved = [self.image(k, i) if len(self.perms) > 1 else i for i in ids]
-                images.update(itertools.permutations(moved))
-            n = self._orbit[ids] = len(images)
-        return n
+    def orbit(self, ids: tuple[int, ...]) -> int:
+        """How many concrete configurations a representative with instance configurations
+        ``ids`` stands for (its shared values are never permuted). Each worker permutation
+        gives a multiset of instance configurations; distinct multisets give disjoint sets
+        of sequences, each of n! / (product of multiplicities!) arrangements."""
+        if len(self.perms) == 1:
+            return _arrangements(tuple(sorted(ids)))
+        forms = set()
+        for k, images in enumerate(self.images):
+            forms.add(tuple(sorted([j if (j := images[i]) >= 0 else self.image(k, i)
+                                    for i in ids])))
+        return sum(map(_arrangements, forms))
 
     def local(self, c: Config) -> tuple[Step, ...]:
         s = self.steps.get(c)
@@ -366,6 +368,20 @@ class _Space:
                         own.append((t, p, _replace_shared(shared, sys._vidx, t.effect(sv, p))))
             info = self._shared_info[shared] = (sv, bound, tuple(bound.values()), tuple(own))
         return info
+
+
+def _arrangements(form: tuple[int, ...]) -> int:
+    """Distinct orderings of the multiset ``form`` (sorted): n! / (each run's length)!."""
+    if len(form) == 2:
+        return 1 if form[0] == form[1] else 2
+    out, run = math.factorial(len(form)), 1
+    for a, b in itertools.pairwise(form):
+        if a == b:
+            run += 1
+        else:
+            out //= math.factorial(run)
+            run = 1
+    return out // math.factorial(run)
 
 
 def _replace_shared(values: tuple[Value, ...], index: Mapping[str, int],
@@ -540,7 +556,9 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
                                       f"{t.trigger} from {list(t.source)} never fires in any instance",
                                       t.rules) for t in machine.transitions
                         if id(t) not in sp.fired)
-    unreduced = sum(sp.orbit(k) for k in keys[:visited]) if symmetry else visited
+    # Orbit sizes depend on the instances' configurations alone: count each such tuple once.
+    unreduced = (sum(sp.orbit(ids) * n for ids, n in Counter(
+        map(itemgetter(0), itertools.islice(keys, visited))).items()) if symmetry else visited)
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
                         findings)
@@ -599,28 +617,44 @@ def _check_config(system: System, sp: _Space, key: tuple[Any, ...], g: int,
 
 
 def _traps(sp: _Space, keys: list[tuple[Any, ...]], start: array[int], succ: array[int]) -> int | None:
-    """The first (BFS order) configuration that cannot reach an all-terminal one, if any."""
+    """The first (BFS order) configuration that cannot reach an all-terminal one, if any.
+
+    Exact, in two parts. First one pass in reverse BFS order: a configuration is good when
+    it is all-terminal or one of its successors is already known good (most successors
+    come later in BFS order, so this settles nearly every configuration, at the cost of
+    one look per configuration until its first good successor). Then a backward search
+    from the good ones over the edges of the configurations still open, which finds the
+    rest (a good successor with a smaller number, seen only after them)."""
     n = len(keys)
-    rev: list[list[int]] = [[] for _ in range(n)]
-    for g in range(n):
-        for k in range(start[g], start[g + 1]):
-            rev[succ[k]].append(g)
     good = bytearray(n)
+    terminal = sp.terminal
+    for g in range(n - 1, -1, -1):
+        for k in range(start[g], start[g + 1]):
+            if good[succ[k]]:
+                good[g] = 1
+                break
+        else:
+            if all(terminal[i] for i in keys[g][0]):
+                good[g] = 1
+    rev: dict[int, list[int]] = {}
     queue: deque[int] = deque()
-    for g, key in enumerate(keys):
-        if all(sp.terminal[i] for i in key[0]):
-            good[g] = 1
-            queue.append(g)
+    for g in range(n):
+        if good[g]:
+            continue
+        for k in range(start[g], start[g + 1]):
+            d = succ[k]
+            if good[d]:
+                if not good[g]:
+                    good[g] = 1
+                    queue.append(g)
+            else:
+                rev.setdefault(d, []).append(g)
     while queue:
-        g = queue.popleft()
-        for p in rev[g]:
+        for p in rev.get(queue.popleft(), ()):
             if not good[p]:
                 good[p] = 1
                 queue.append(p)
-    for g in range(n):
-        if not good[g]:
-            return g
-    return None
+    return next((g for g in range(n) if not good[g]), None)
 
 
 def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],
