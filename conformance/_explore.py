@@ -74,6 +74,7 @@ from ..model._core import (
     Value,
 )
 from . import _itf
+from ._paused import gc_paused
 
 if TYPE_CHECKING:  # networkx is imported by graph(), not by every command that explores
     import networkx as nx
@@ -765,9 +766,10 @@ def _run(protocol: Protocol, successors: Successors, instances: int, max_states:
         raise ValueError(f"explore: instances must be at least 1, got {instances}")
     if max_states is not None and max_states < 1:
         raise ValueError(f"explore: max_states must be at least 1 (or None), got {max_states}")
-    local = _Local(protocol, successors, max_states)
-    space = _Space(local, instances)
-    space.search(max_states, progress, t0)
+    with gc_paused():  # millions of live tuples: see _paused
+        local = _Local(protocol, successors, max_states)
+        space = _Space(local, instances)
+        space.search(max_states, progress, t0)
     complete = space.complete and local.complete
     bounds: dict[str, Any] = {"instances": instances, "max_states": max_states,
                               "complete": complete, "local_configs": len(local.configs),

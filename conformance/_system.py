@@ -46,6 +46,7 @@ from typing import Any
 from ..model._core import Config, DeclarationError, Step, Value
 from ..model._system import System, SystemConfig, SystemStep
 from . import _itf
+from ._paused import gc_paused
 
 Progress = Callable[[int, int, float], None]
 GENERATOR = "settled explore"
@@ -463,6 +464,12 @@ def _refined(refine: Mapping[str, Any], trigger: str, params: Any, sv: Any,
 def explore_system(system: System, *, symmetry: bool = True, max_states: int | None = None,
                    progress: Progress | None = None) -> SystemResult:
     """Visit every reachable configuration of ``system`` (one canonical one per orbit)."""
+    with gc_paused():  # millions of live tuples: see _paused
+        return _explore_system(system, symmetry, max_states, progress)
+
+
+def _explore_system(system: System, symmetry: bool, max_states: int | None,
+                    progress: Progress | None) -> SystemResult:
     t0 = time.perf_counter()
     sp = _Space(system, symmetry)
     machine = system.machine

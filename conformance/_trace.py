@@ -38,7 +38,6 @@ limit passed) raises :class:`TraceError` naming the line.
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
 import time
@@ -51,6 +50,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
+from settled.conformance._paused import gc_paused
 from settled.model import APPROVAL, LEDGER, Config, Protocol, Transition, build_query_machine
 from settled.model._core import Snapshot, Value, rule_sort_key
 
@@ -911,13 +911,8 @@ def check_lines(lines: Iterable[str | bytes], *, first: bool = False,
                 closure_limit: int = CLOSURE_LIMIT,
                 machines: Mapping[str, Machine] | None = None) -> CheckReport:
     """Check a whole trace; raises TraceError on unreadable input, CheckerFault on a defect."""
-    paused = gc.isenabled()
-    gc.disable()  # a million live events would have the cyclic GC walk them over and over
-    try:
+    with gc_paused():  # a million live events would have the cyclic GC walk them over and over
         return _check(lines, first, closure_limit, MACHINES if machines is None else machines)
-    finally:
-        if paused:
-            gc.enable()
 
 
 _BOM = b"\xef\xbb\xbf"

@@ -588,3 +588,31 @@ def test_progress_is_reported() -> None:
     tiny = build_query_machine(workers=1, max_epoch=1, max_task_version=2)
     explore(tiny, instances=2, progress=lambda s, f, t: calls.append((s, f, t)))
     assert calls and calls[-1][1] == 0 and calls[-1][0] == explore(tiny).states ** 2
+
+
+def test_the_collector_is_paused_during_a_search_and_left_as_it_was() -> None:
+    import gc
+
+    from settled.conformance._explore import _run
+    from settled.conformance._paused import gc_paused
+
+    seen: list[bool] = []
+    machine = build_query_machine(workers=1)
+
+    def successors(c: Any) -> Any:
+        seen.append(gc.isenabled())
+        return machine.enabled(c)
+
+    assert gc.isenabled()
+    _run(machine, successors, 1, None, None, "watched")
+    assert gc.isenabled() and seen and not any(seen)  # paused while it searched, enabled after
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("a failing search")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller that paused it keeps it paused
+    finally:
+        gc.enable()
