@@ -497,14 +497,12 @@ class ApprovalAdapter(Adapter):
 
     # ------------------------------------------------------------------ observe
     def recorded_error(self, instance: int) -> str | None:
-        row = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
-                                 (self.items[instance].run,)).fetchone()
+        row = self._call_row(self.items[instance])
         return None if row is None or "error" not in row.keys() else row["error"]  # noqa: SIM118 (a Row tests values)
 
     def observe(self, instance: int) -> Mapping[str, Value]:
         item = self.items[instance]
-        row = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
-                                 (item.run,)).fetchone()
+        row = self._call_row(item)
         if row is None:  # nothing durable yet: the model's initial configuration
             c = self.protocol.initial_config()
             view = self.protocol.view(c)
@@ -597,16 +595,20 @@ class ApprovalAdapter(Adapter):
         return left is not None and bool(left[0] >= row["deadline"])
 
     def _row(self, item: _Item) -> sqlite3.Row:
-        row = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
-                                 (item.run,)).fetchone()
+        row = self._call_row(item)
         if row is None:
             raise CallerError(f"{item.run} has no call yet")
-        return row  # type: ignore[no-any-return]
+        return row
 
     def _call_id(self, item: _Item) -> str:
-        row = self._read.execute("SELECT call_id FROM calls WHERE run_id = ?",
-                                 (item.run,)).fetchone()
-        return "call-not-proposed" if row is None else str(row[0])
+        row = self._call_row(item)
+        return "call-not-proposed" if row is None else str(row["call_id"])
+
+    def _call_row(self, item: _Item) -> sqlite3.Row | None:
+        """The instance's call as checkpointed (found by its run), or None before propose."""
+        row: sqlite3.Row | None = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
+                                                     (item.run,)).fetchone()
+        return row
 
     # ------------------------------------------------------------------ trace
     def trace_lines(self) -> Iterable[str]:

@@ -232,23 +232,16 @@ class SystemRunner:
         bound = self._bound_values()
         enabled = set(self.plans.enabled(self.config))
         probes: list[SystemAction] = self.plans.bound.setdefault(key, [])
-        mine = self.config.instances[i]
-        # Another instance holds the lock: each of this one's operations that would take it
-        # must be refused (SessionBusy), caller's or not.
-        takes: frozenset[str] = frozenset()
-        flag = -1
-        lock = self.system.mutex
-        if lock is not None and self.system._lock is not None:
-            flag = self.system._lock[1]
-            if not mine.values[flag] and \
-                    self.system.shared_view(self.config)[lock.variable] == "held":
-                takes = lock.takes
+        mine, shared = self.config.instances[i], self.config.shared
+        lock = self.system.mutex is not None
         for s in self.protocol.enabled(mine):
             t = s.transition
             if t.trigger in self.system.sync:
                 continue
+            # A step the lock refuses (another instance holds it) is probed, refusable or not:
+            # the implementation must refuse it (SessionBusy) and change nothing.
             if t.trigger not in self.forbidden and not (
-                    takes and (t.trigger in takes or s.after.values[flag])):
+                    lock and self.system.lock_after(shared, mine, s.after, t.trigger) is None):
                 continue
             params = {**s.params, **{n: v for n, v in bound.items() if n in s.params}}
             a = SystemAction(i, t.trigger, params, forbidden=True, who=f"q{i}", bound=True)

@@ -137,10 +137,9 @@ class Mutex:
     rules: tuple[str, ...]
     text: str
 
-    def after(self, held: Value, before: Config, after: Config, trigger: str,
-              flag: int) -> Value | None:
-        """The lock's value after the step, or None when the lock refuses the step."""
-        had, has = before.values[flag], after.values[flag]
+    def after(self, held: Value, had: Value, has: Value, trigger: str) -> Value | None:
+        """The lock's value after a step of ``trigger`` that takes the instance's flag from
+        ``had`` to ``has``, or None when the lock refuses the step."""
         if not had and held == "held" and (has or trigger in self.takes):
             return None
         if has:
@@ -347,7 +346,7 @@ class System:
         as the mutex sees it; None when the lock refuses the step."""
         assert self.mutex is not None and self._lock is not None
         var, flag = self._lock
-        held = self.mutex.after(shared[var], before, after, trigger, flag)
+        held = self.mutex.after(shared[var], before.values[flag], after.values[flag], trigger)
         return None if held is None else (*shared[:var], held, *shared[var + 1:])
 
 
