@@ -39,8 +39,8 @@ def _machine(p: Protocol) -> list[str]:
             "| --- | --- | --- | --- |"]
     for v in p.variables:
         required = ("never (a ghost: the model's own history)" if v.ghost else "required")
-        out.append(f"| `{v.name}` | {_values(v.domain)} | {'yes' if v.logged and not v.ghost else 'no'} "
-                   f"| {required} |")
+        logged = "yes" if v.logged and not v.ghost else "no"
+        out.append(f"| `{v.name}` | {v.meaning} | {_values(v.domain)} | {logged} | {required} |")
     return out
 
 

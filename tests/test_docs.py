@@ -73,3 +73,77 @@ def test_the_adapter_contract_tables_are_the_declarations() -> None:
 
     for name in MACHINES:
         assert f"### `{name}`" in text
+
+
+# Every hand-written mention of the model in the user-facing docs is held to the model, so a
+# renamed guard or a changed trace format cannot leave a stale example behind.
+USER_DOCS = ["README.md", "examples/README.md", "conformance/README.md",
+             *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+GUARD_LIST = re.compile(r"`([a-z_]+) \[([a-z_, ]+)\]`")
+
+
+def _trace_samples() -> list[tuple[str, list[str]]]:
+    samples = []
+    for doc in USER_DOCS:
+        for lang, body in FENCE.findall((ROOT / doc).read_text(encoding="utf-8")):
+            if "settled.trace/1" in body and lang in ("json", "jsonl"):
+                samples.append((doc, body.splitlines()))
+    return samples
+
+
+def test_every_trace_sample_in_the_docs_is_a_log_the_checker_accepts() -> None:
+    """A trace shown to a user is one `settled check` accepts whole: a complete log of its
+    instances from seq 1, in the declared domains. The README must show at least one."""
+    from settled.conformance import check_trace
+
+    samples = _trace_samples()
+    assert any(doc == "README.md" for doc, _ in samples), "README.md shows no trace sample"
+    for doc, lines in samples:
+        report = check_trace(lines)
+        assert report.ok, (doc, [v.message for v in report.violations],
+                           [v.message for v in report.undecided])
+
+
+def test_a_trace_sample_cut_from_the_middle_of_a_log_is_rejected() -> None:
+    """The sample check can fail: the README's last line alone starts mid-stream."""
+    from settled.conformance import check_trace
+
+    lines = next(lines for doc, lines in _trace_samples() if doc == "README.md")
+    assert not check_trace(lines[-1:]).ok
+
+
+def test_guard_lists_in_the_docs_are_a_transitions_guards() -> None:
+    """`trigger [g1, g2]` in a doc names the guards of a declared transition, in order."""
+    from settled.model import MACHINES
+
+    found = 0
+    for doc in USER_DOCS:
+        for trigger, names in GUARD_LIST.findall((ROOT / doc).read_text(encoding="utf-8")):
+            cited = tuple(n.strip() for n in names.split(","))
+            declared = {tuple(g.name for g in t.guards) for p in MACHINES.values()
+                        for t in p.transitions if t.trigger == trigger}
+            assert cited in declared, f"{doc}: `{trigger} [{names}]`; declared: {sorted(declared)}"
+            found += 1
+    assert found, "no guard list found in the docs: the pattern no longer matches them"
+
+
+def test_guard_definitions_quoted_in_the_reviewing_guide_are_spec_md_lines() -> None:
+    text = (ROOT / "docs" / "REVIEWING.md").read_text(encoding="utf-8")
+    spec = (ROOT / "diagrams" / "SPEC.md").read_text(encoding="utf-8")
+    quoted = re.findall(r"\(`(\w+: [^`]+)`, …\)", " ".join(text.split()))
+    assert quoted, "the guide quotes no guard definition: the pattern no longer matches it"
+    for q in quoted:
+        assert q in spec, f"docs/REVIEWING.md quotes {q!r}, which diagrams/SPEC.md does not say"
+
+
+def test_the_walkthroughs_counts_are_the_query_machines() -> None:
+    from settled.model import QUERY
+
+    text = " ".join((ROOT / "examples" / "README.md").read_text(encoding="utf-8").split())
+    m = re.search(r"query machine: (\d+) triggers, (\d+) variables to observe, "
+                  r"(\d+) refusable triggers", text)
+    assert m, "examples/README.md no longer states the query machine's counts"
+    observable = [v for v in QUERY.variables if not v.ghost]
+    assert tuple(map(int, m.groups())) == (len(QUERY.triggers()), len(observable),
+                                           len(QUERY.refusable))
