@@ -477,3 +477,61 @@ def test_integral_numbers_the_schema_calls_integers_are_integers():
         check_lines([ls[0].replace('"seq": 1', '"seq": 1.5')])
     with pytest.raises(TraceError, match=r"line 1: vars: .* got `float`"):
         check_lines([ls[0].replace('"lease_epoch": 0', '"lease_epoch": 0.5')])
+
+
+def _approval_log(path: list[str], *, blind: bool) -> list[str]:
+    """The approval machine's events along ``path`` (model steps by trigger). ``blind``: the
+    log names the state it last logged as ``from`` (and a self-loop's ``to``), as an
+    implementation that cannot see the unlogged business commit would."""
+    from settled.model import APPROVAL
+
+    p, c = APPROVAL, APPROVAL.initial_config()
+    logged = c.state
+    lines, seq = [], 0
+    for trigger in path:
+        params = {"retry_safe": True} if trigger == "propose" else {}
+        step = p.fire(c, trigger, params)
+        t, after = step.transition, step.after
+        if t.observable is not None:
+            seq += 1
+            v = p.view(after)
+            source = logged if blind else c.state
+            dest = source if blind and after.state == c.state else after.state
+            lines.append(json.dumps({
+                "schema": "settled.trace/1", "machine": "approval", "instance": "call-1",
+                "seq": seq, "trigger": t.observable, "params": params, "from": str(source),
+                "to": str(dest), "vars": {x.name: v[x.name] for x in p.variables if x.observable}}))
+            logged = dest
+        c = after
+    return lines
+
+
+COMMITTED_THEN_RETRIED = ["propose", "show", "approve", "execute", "commit", "retry",
+                          "save_result", "answer"]
+
+
+@pytest.mark.parametrize("blind", [False, True], ids=["sees-the-commit", "last-logged-state"])
+def test_an_event_after_an_unlogged_step_may_name_either_state(blind):
+    """README: steps a log cannot see are not logged, and the checker considers every way
+    they could have happened. After the approval's unlogged commit, a retry (a self-loop)
+    may be logged where the log last was (executing -> executing) or where the commit went,
+    and the saved result from either state."""
+    lines = _approval_log(COMMITTED_THEN_RETRIED, blind=blind)
+    assert any('"from": "executing"' in x and '"trigger": "save_result"' in x
+               for x in lines) == blind
+    report = check_lines(lines)
+    assert report.ok, [v.message for v in report.violations]
+
+
+def test_a_from_state_neither_logged_nor_reachable_unlogged_is_a_violation():
+    lines = _approval_log(COMMITTED_THEN_RETRIED, blind=True)
+    lines[-2] = lines[-2].replace('"from": "executing"', '"from": "approved"')
+    report = check_lines(lines)
+    assert not report.ok and report.violations[0].kind == "step"
+
+
+def test_a_step_with_a_destination_must_name_it_after_an_unlogged_step():
+    """Only a step that stays where it is may be logged where the log believes it is."""
+    lines = _approval_log(COMMITTED_THEN_RETRIED, blind=True)
+    lines[-2] = lines[-2].replace('"to": "result_checkpointed"', '"to": "executing"')
+    assert not check_lines(lines).ok

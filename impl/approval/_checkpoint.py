@@ -52,7 +52,6 @@ __all__ = [
     "CheckpointStore",
     "SessionBusy",
     "StateMoved",
-    "model_moves",
     "trace_lines",
     "trace_rows",
 ]
@@ -226,7 +225,7 @@ class CheckpointStore:
         """The call's steps in order: (model trigger, from state, to state).
 
         The checkpoint cannot see the business commit, so a logged ``executing`` may be
-        the model's ``committed``; :func:`trace_rows` exports them in the model's terms.
+        the model's ``committed``; :func:`trace_rows` exports them as logged.
         """
         rows = self._conn.execute("SELECT event, from_state, state FROM call_events "
                                   "WHERE call_id = ? ORDER BY seq", (call_id,)).fetchall()
@@ -337,16 +336,16 @@ class CheckpointStore:
 # -- the trace export (settled.trace/1) ----------------------------------------------------------
 TRACE_SCHEMA: Final = "settled.trace/1"  # conformance/trace.schema.json
 MACHINE: Final = "approval"
-_EXECUTING, _COMMITTED = CallState.EXECUTING.value, "committed"
-
-
 def trace_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Every call's events as ``settled.trace/1`` rows, by (call_id, seq), in the model's terms.
 
     ``instance`` is the call id, ``trigger`` the logged event (already the model's observable
     name), ``params`` the proposal's ``retry_safe``, ``vars`` what :func:`_logged_vars` saved.
-    States are the checkpoint's, except for the one the checkpoint cannot hold: see
-    :func:`model_moves`.
+    States are the checkpoint's as logged. The model's ``committed`` (the business commit
+    happened, its result is not checkpointed yet) is never one: the commit is in the other
+    file and leaves no event, so an event after it names ``executing``, the state this log
+    last saw, and the trace checker considers both readings (README, "Steps your log cannot
+    see").
     """
     rows = conn.execute(
         "SELECT e.call_id, e.seq, e.event, e.from_state, e.state, e.at, e.vars, c.retry_safe "
@@ -357,57 +356,14 @@ def trace_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         by_call.setdefault(row["call_id"], []).append(row)
     out: list[dict[str, Any]] = []
     for call_rows in by_call.values():
-        moves = model_moves([(r["event"], r["from_state"], r["state"]) for r in call_rows])
-        for r, (source, dest) in zip(call_rows, moves, strict=True):
+        for r in call_rows:
+            source, dest = r["from_state"], r["state"]
             params = {"retry_safe": bool(r["retry_safe"])} if r["event"] == "propose" else {}
             out.append({"schema": TRACE_SCHEMA, "machine": MACHINE, "instance": r["call_id"],
                         "seq": r["seq"], "trigger": r["event"], "params": params,
                         "from": source, "to": dest, "vars": json.loads(r["vars"]),
                         "at": datetime.fromtimestamp(r["at"], UTC).isoformat()})
     return out
-
-
-def model_moves(events: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    """(event, from, to) as the checkpoint logged them → (from, to) as the model names them.
-
-    The model's ``committed`` (the business commit happened, its result is not checkpointed)
-    is ``executing`` in this file: the commit is in the other file and leaves no event. The
-    log itself proves it afterwards, though: an executing episode (the events logged while
-    the call was executing) committed if it ended with ``save_result`` (the handler returned
-    its result) or if recovery's next verdict, before any re-run, was ``lookup_found``. Such
-    an episode is written as committed from its exit event back to its first ``cancel``:
-    the commit is placed as late as the model allows (it needs no cancel recorded, A8), and
-    a ``retry`` or ``cancel`` looks the same on either side of it. Nothing else is inferred:
-    an episode without that evidence stays ``executing``.
-    """
-    out = [(source, dest) for _, source, dest in events]
-    k = 0
-    while k < len(events):
-        if events[k][1] != _EXECUTING:
-            k += 1
-            continue
-        start = k
-        while k + 1 < len(events) and events[k + 1][1] == _EXECUTING:
-            k += 1
-        end, k = k, k + 1
-        if events[end][2] != _EXECUTING and _episode_committed(events, end):
-            first = next(j for j in range(start, end + 1)
-                         if events[j][0] == "cancel" or j == end)
-            for j in range(first, end + 1):
-                dest = out[j][1]
-                out[j] = (_COMMITTED, _COMMITTED if dest == _EXECUTING else dest)
-    return out
-
-
-def _episode_committed(events: list[tuple[str, str, str]], end: int) -> bool:
-    if events[end][0] == "save_result":
-        return True
-    for event, _, dest in events[end + 1:]:
-        if event == "lookup_found":
-            return True
-        if dest == _EXECUTING:  # a re-run began: recovery saw no commit of that episode
-            return False
-    return False
 
 
 def trace_lines(checkpoint_path: str | Path) -> Iterator[str]:
