@@ -49,6 +49,7 @@ from settled.model._core import Value
 from . import _itf
 from ._adapter import Adapter, AdapterError, Refused
 from ._explore import _Local
+from ._profiles import install_independent_draws
 from ._shrink import Divergence, Invalid, cut_at_divergence, longest_paths, run_steps, shrink
 from ._trace import TraceError, check_lines
 
@@ -1191,7 +1192,8 @@ def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: set
     if seed is not None:
         test = hypothesis.seed(seed)(test)
     try:
-        test()
+        with install_independent_draws():
+            test()
     except Exception as exc:
         adapter = _adapter_error(exc)
         if adapter is not None:

@@ -74,6 +74,7 @@ from ._lockstep import (
 from ._lockstep import (
     tour as machine_tour,
 )
+from ._profiles import install_independent_draws
 from ._shrink import Divergence, Invalid, cut_at_divergence, longest_paths, run_steps, shrink
 
 AdapterFactory = Callable[[], Adapter]
@@ -629,7 +630,8 @@ def run_system_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
                 record.killed_by = "tour"
                 raise Divergence(found)
         record.killed_by = "random"  # a failure from here on is the random phase's
-        test()
+        with install_independent_draws():
+            test()
         record.killed_by = None
     except Exception as exc:
         adapter = _adapter_error(exc)

@@ -786,7 +786,7 @@ def _fits(t: Transition, params: Mapping[str, Value]) -> bool:
 # --------------------------------------------------------------------------
 def _diagnose(r: _Replayer, configs: int, e: _Event, line: int, event: Mapping[str, Any],
               params: Mapping[str, Value], observed: Mapping[str, Value],
-              complete: bool, logged: str) -> Violation:
+              complete: bool, last_logged: str) -> Violation:
     p = r.p
     closed, _ = r.closure(configs)
     ordered = sorted(closed, key=repr)
@@ -804,7 +804,7 @@ def _diagnose(r: _Replayer, configs: int, e: _Event, line: int, event: Mapping[s
     enabled = sorted({t.observable for c, _ in views for t, _after in _all_steps(r, c)
                       if t.observable})
 
-    stale = logged == e.from_
+    stale = last_logged == e.from_
     at_source = [(c, v) for c, v in views if c.state == e.from_ or stale]
     diffs: list[tuple[str, Value, Value]] = []
     if not at_source:
