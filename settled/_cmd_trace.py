@@ -128,11 +128,14 @@ def export_trace(
 
 def _url_trace_lines(url: str) -> list[str]:
     """A PostgreSQL query store's event log (the server keeps it; nothing is written)."""
-    import psycopg
-
     from settled.impl.query import _events
     from settled.impl.shared._errors import SettledError
+    from settled.impl.shared._pg import PostgresMissing, psycopg_module
 
+    try:
+        psycopg = psycopg_module()
+    except PostgresMissing as exc:
+        raise NotAStore(str(exc)) from None
     try:
         return list(_events.trace_lines(url))
     except (SettledError, psycopg.Error) as exc:

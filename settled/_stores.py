@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from settled.impl.shared._pg import is_url, redact
+from settled.impl.shared._pg import PostgresMissing, is_url, psycopg_module, redact
 
 __all__ = ["ENV", "TEMP", "StoreError", "chosen", "reachable", "resolved_store"]
 
@@ -47,6 +47,10 @@ def resolved_store(value: str | None) -> Iterator[str | None]:
     if value is None:
         yield None
         return
+    try:
+        psycopg_module()
+    except PostgresMissing as exc:
+        raise StoreError(f"--store {redact(value)}: {exc}") from None
     if value == TEMP:
         from settled.impl.shared._pgcluster import Cluster, ClusterError
 
@@ -69,7 +73,10 @@ def resolved_store(value: str | None) -> Iterator[str | None]:
 
 def reachable(url: str) -> None:
     """StoreError (one line) unless a connection to ``url`` works."""
-    import psycopg
+    try:
+        psycopg = psycopg_module()
+    except PostgresMissing as exc:
+        raise StoreError(f"--store {redact(url)}: {exc}") from None
 
     try:
         with psycopg.connect(url, connect_timeout=10) as conn:

@@ -25,8 +25,12 @@ PG_URL_ENV = "SETTLED_TEST_PG_URL"
 
 def postgres_missing() -> str | None:
     """Why the PostgreSQL tests cannot run here, or None if they can."""
+    import importlib.util
+
     from settled.impl.shared._pgcluster import find_binaries
 
+    if importlib.util.find_spec("psycopg") is None:
+        return "psycopg is not installed (pip install 'settled[postgres]')"
     if os.environ.get(PG_URL_ENV) or find_binaries() is not None:
         return None
     return ("no PostgreSQL server binaries (initdb, pg_ctl, postgres) found and "

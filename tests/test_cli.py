@@ -209,3 +209,36 @@ def test_an_output_folder_under_a_missing_folder_is_an_error_not_a_new_tree(tmp_
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "does not exist" in done.stderr
     assert not (tmp_path / "typo").exists()  # nothing was created
+
+
+WITHOUT_PSYCOPG = """
+import sys
+sys.modules["psycopg"] = None  # as on an installation without the postgres extra
+sys.argv = ["settled", *sys.argv[1:]]
+from settled import cli
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("args", [("verify", "--store", "postgresql://u@localhost/db"),
+                                  ("verify", "--store", "temp-postgres"),
+                                  ("export-trace", "postgresql://u@localhost/db", "-o", "-")])
+def test_postgresql_without_its_extra_is_one_line_naming_the_extra(
+        tmp_path: Path, args: tuple[str, ...]) -> None:
+    done = subprocess.run([sys.executable, "-c", WITHOUT_PSYCOPG, *args], capture_output=True,
+                          text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'settled[postgres]'" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_library_without_psycopg_names_the_extra() -> None:
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from settled.impl.shared._pg import PgConnection, PostgresMissing\n"
+            "try:\n    PgConnection('postgresql://u@h/db', 'SERIALIZABLE', 1.0)\n"
+            "except PostgresMissing as e:\n    print('MISSING', e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert "MISSING PostgreSQL support needs psycopg" in done.stdout, done.stderr
+    assert "settled[postgres]" in done.stdout

@@ -11,6 +11,10 @@ from settled.model import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")
+# The repository's home (pyproject's [project.urls]): README.md links into it absolutely, so
+# that it renders on a package index, where a relative link leads nowhere.
+REPO = "settled/settled"
+HOME = (f"https://github.com/{REPO}/blob/main/", f"https://raw.githubusercontent.com/{REPO}/main/")
 DOCS = ["README.md", "diagrams/SPEC.md", *sorted(str(p.relative_to(ROOT))
                                               for p in (ROOT / "docs").glob("*.md"))]
 
@@ -26,8 +30,12 @@ def test_protocol_md_states_exactly_the_rules_the_model_cites() -> None:
 def test_every_relative_link_resolves_inside_the_repository(doc: str) -> None:
     path = ROOT / doc
     for target in LINK.findall(path.read_text(encoding="utf-8")):
+        home = next((base for base in HOME if target.startswith(base)), None)
+        if home is not None:  # the repository's own file, linked absolutely (README.md)
+            assert (ROOT / target[len(home):]).exists(), f"{doc} links to a missing file: {target}"
+            continue
         if re.match(r"^[a-z]+:", target):
-            continue  # an absolute URL
+            continue  # an absolute URL elsewhere
         resolved = (path.parent / target).resolve()
         assert resolved.is_relative_to(ROOT), f"{doc} links outside the repository: {target}"
         assert resolved.exists(), f"{doc} links to a missing file: {target}"
@@ -147,3 +155,20 @@ def test_the_walkthroughs_counts_are_the_query_machines() -> None:
     observable = [v for v in QUERY.variables if not v.ghost]
     assert tuple(map(int, m.groups())) == (len(QUERY.triggers()), len(observable),
                                            len(QUERY.refusable))
+
+
+def test_the_readme_renders_on_a_package_index() -> None:
+    """The package's long description is README.md: every link and image in it is absolute,
+    into the repository named by pyproject's project URLs."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["readme"] == "README.md"
+    assert all(REPO in url for url in project["urls"].values()), project["urls"]
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    relative = [t for t in LINK.findall(text) if not re.match(r"^[a-z]+:", t)]
+    assert relative == [], f"relative links break on a package index: {relative}"
+    images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text)
+    assert images and all(i.startswith(HOME[1]) for i in images), images
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    assert "Copyright (c) 2026 the settled authors" in (ROOT / "LICENSE").read_text()

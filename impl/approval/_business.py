@@ -106,7 +106,7 @@ def _unique_violation() -> type[Exception]:
     """psycopg's UniqueViolation (two first calls with one token); a never-raised type without it."""
     try:
         from psycopg.errors import UniqueViolation
-    except ImportError:  # pragma: no cover - psycopg is a dependency
+    except ImportError:  # without the postgres extra no PostgreSQL store can be opened
         return _Never
     return UniqueViolation
 

@@ -135,7 +135,7 @@ def _select(conn: sqlite3.Connection, token: str,
 
 def _select_pg(url: str, token: str, timeout: float) -> tuple[str, str, str] | None:
     """The same SELECT on PostgreSQL, in a READ ONLY transaction (it can never write)."""
-    import psycopg
+    psycopg = _pg.psycopg_module()
 
     name = _pg.redact(url)
     try:

@@ -52,6 +52,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -79,6 +80,23 @@ _RETRYABLE: Final = ("40001", "40P01", "55P03")  # serialization failure, deadlo
 
 class WriteConflict(Busy):
     """PostgreSQL aborted the transaction for a concurrent one; nothing was written, retry."""
+
+
+EXTRA: Final = "pip install 'settled[postgres]'"
+
+
+class PostgresMissing(InvalidInput):
+    """A PostgreSQL store was asked for on an installation without psycopg."""
+
+
+def psycopg_module() -> ModuleType:
+    """psycopg, or :class:`PostgresMissing` in one line naming the extra that installs it."""
+    try:
+        import psycopg
+    except ImportError:
+        raise PostgresMissing("PostgreSQL support needs psycopg, which the postgres extra "
+                              f"installs: {EXTRA}") from None
+    return psycopg
 
 
 def is_url(location: object) -> bool:
@@ -138,7 +156,7 @@ class PgConnection:
     skip_locked: Final = " FOR UPDATE SKIP LOCKED"
 
     def __init__(self, url: str, isolation: str, busy_timeout: float) -> None:
-        import psycopg
+        psycopg = psycopg_module()
 
         if isolation not in (USER_SIDE, WORKER_SIDE):
             raise InvalidInput(f"isolation {isolation!r}; use {USER_SIDE!r} or {WORKER_SIDE!r}")
@@ -313,7 +331,7 @@ def scratch_store(url: str, kind: str = "store") -> str:
     the same ``kind`` in this process (its tables are already there), and
     every pooled schema is dropped when the process exits.
     """
-    import psycopg
+    psycopg = psycopg_module()
 
     base = _with_search_path(url, None)
     pooled = _POOL.get((base, kind))
@@ -327,7 +345,7 @@ def scratch_store(url: str, kind: str = "store") -> str:
 
 def release_store(url: str, kind: str = "store") -> None:
     """Empty the schema a :func:`scratch_store` URL points at and keep it for reuse."""
-    import psycopg
+    psycopg = psycopg_module()
 
     schema = _scratch_schema(url)
     with psycopg.connect(_with_search_path(url, None), autocommit=True) as conn, conn.transaction():
@@ -351,6 +369,8 @@ def _scratch_schema(url: str) -> str:
 
 @atexit.register
 def _drop_pooled() -> None:
+    if not _POOL:
+        return  # nothing pooled (and psycopg perhaps not installed)
     import psycopg
 
     for (base, _kind), urls in list(_POOL.items()):

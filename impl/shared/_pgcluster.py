@@ -122,6 +122,12 @@ class Cluster:
 
     def start(self) -> str:
         """initdb, start the server, create the database; returns its URL."""
+        from ._pg import PostgresMissing, psycopg_module
+
+        try:  # before initdb: without psycopg the cluster could not be used
+            psycopg = psycopg_module()
+        except PostgresMissing as exc:
+            raise ClusterError(str(exc)) from None
         self.folder = Path(tempfile.mkdtemp(prefix="settled-pg-", dir=self._parent))
         try:
             self.sockets.mkdir()
@@ -137,8 +143,6 @@ class Cluster:
             self._run("start", "pg_ctl", "-D", str(self.data), "-o", options,
                       "-l", str(self._folder / "server.log"), "-w", "-t", str(START_TIMEOUT),
                       "start")
-            import psycopg
-
             with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
                 conn.execute(f"CREATE DATABASE {DATABASE}")
         except BaseException:
