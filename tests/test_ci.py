@@ -1,0 +1,57 @@
+""".ci/run's stages: each is timed, and any failing one fails the run, pytest's "no test ran"
+(exit 5) and a background stage included."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _stages(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    body = f"set -uo pipefail\n. {ROOT / '.ci' / 'stages.sh'}\n{script}\n"
+    return subprocess.run(["bash", "-c", body], capture_output=True, text=True, check=False,
+                          cwd=tmp_path, timeout=120)
+
+
+def test_every_stage_passing_passes_and_each_is_timed(tmp_path: Path) -> None:
+    done = _stages('run "one" true\nstart "two" echo hello\nstart "three" exits 3 '
+                   'bash -c "exit 3"\njoin\nfinish', tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("one", "two", "three"):
+        assert f"=== stage '{name}': ok in " in done.stdout
+    assert "hello" in done.stdout and "CI passed" in done.stdout
+    assert "=== 3 stages in" in done.stdout
+
+
+@pytest.mark.parametrize("script", [
+    'run "bad" false\nrun "good" true\nfinish',
+    'start "bad" false\nstart "good" true\njoin\nfinish',
+    'run "bad" exits 1 true\nfinish',  # a planted bug that was not caught
+    'finish',  # nothing ran at all
+])
+def test_any_failing_stage_fails_the_run(tmp_path: Path, script: str) -> None:
+    done = _stages(script, tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "CI passed" not in done.stdout
+
+
+def test_pytest_running_no_test_fails_the_stage(tmp_path: Path) -> None:
+    (tmp_path / "test_nothing.py").write_text("")
+    done = _stages('run "empty" tests -q -p no:cacheprovider test_nothing.py\nfinish', tmp_path)
+    assert done.returncode == 1
+    assert "no test ran (exit 5)" in done.stdout and "FAILED (exit 5)" in done.stdout
+
+
+def test_ci_runs_its_campaigns_on_both_cores_and_its_stages_through_the_helpers() -> None:
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert ". .ci/stages.sh" in text and text.rstrip().endswith("finish")
+    assert 'tests -n 2' in text and 'tests -m slow -n 2' in text
+    # every command runs as a stage: no bare pytest or settled line escapes the verdict
+    for line in text.replace("\\\n", " ").splitlines():
+        bare = line.strip()
+        if bare.startswith(("pytest", "settled")):
+            raise AssertionError(f"a command outside a stage: {line}")
