@@ -485,7 +485,7 @@ class CheckReport:
         return self.instances - len(self.violations) - len(self.undecided)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "exit": self.exit_code, "events": self.events,
+        return {"ok": self.ok, "exit_code": self.exit_code, "events": self.events,
                 "instances": self.instances,
                 "verdicts": {"conforms": self.conforming, "violation": len(self.violations),
                              "undecided": len(self.undecided), "not_judged": self.unjudged},

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from settled._bench import run_bench
+from settled._output import emit
 from settled._stores import ENV, StoreError, reachable
 from settled.impl.shared._pg import is_url
 
@@ -64,7 +65,7 @@ def bench(
         err.print(str(exc))
         raise typer.Exit(2) from None
     if as_json:
-        print(json.dumps(report))
+        emit(report, 0)
         return
     for key, title in SECTIONS.items():
         out.print(section_table(f"{key}: {title}", report[key]))

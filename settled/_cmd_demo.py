@@ -127,7 +127,7 @@ def ledger_problems(facts: dict[str, Any]) -> list[str]:
 
 def _finish(facts: dict[str, Any], problems: list[str], as_json: bool, summary: str) -> None:
     if as_json:
-        print(json.dumps(facts, ensure_ascii=False))
+        print(json.dumps(facts, ensure_ascii=False))  # the story's facts, exactly (no exit key)
     elif problems:
         out.print("the story did not hold:")
         for problem in problems:

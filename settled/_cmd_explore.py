@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from settled._output import emit
 from settled._paths import OutputPathError, writable_dir, writable_file
 from settled.conformance._explore import ExploreResult, explore
 from settled.conformance._itf import write_itf
@@ -112,8 +113,8 @@ def explore_command(
     if graph is not None:
         graph.write_text(json.dumps(result.graph_json(), sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
-        print(json.dumps({**result.to_json(), "memory_estimate": memory}, sort_keys=True,
-                         default=str))
+        emit({**result.to_json(), "memory_estimate": memory},
+             exit_code(bool(result.findings), result.complete))
     else:
         report_text(result)
     raise typer.Exit(exit_code(bool(result.findings), result.complete))
@@ -215,14 +216,14 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
     with Progress(not as_json) as progress:
         result = explore_system(system, max_states=max_states, progress=progress)
     if itf is not None:
-        itf.mkdir(parents=True, exist_ok=True)
+        itf.mkdir(exist_ok=True)  # its parent was checked by _check_outputs
         for f in result.findings:
             if f.counterexample is not None:
                 meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules)}
                 write_itf(itf / f.file_name, f.counterexample.to_itf(meta))
     if as_json:
-        print(json.dumps({**result.to_json(), "memory_estimate": memory}, sort_keys=True,
-                         default=str))
+        emit({**result.to_json(), "memory_estimate": memory},
+             exit_code(bool(result.findings), result.complete))
     else:
         out = Console(highlight=False, soft_wrap=True)
         out.print(f"{result.system} ({system.meaning}): {result.states:,} states explored, "

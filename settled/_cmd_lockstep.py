@@ -16,7 +16,6 @@ contract, or a counterexample was found but could not be written.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
+from settled._output import emit
 from settled._paths import OutputPathError, writable_dir
 from settled.conformance._profiles import PROFILES
 from settled.model import MACHINES
@@ -96,7 +96,7 @@ def lockstep(
         raise typer.Exit(2) from None
     report = run(made, machine, profile=profile_name, seed=seed, out=out)
     if as_json:
-        print(json.dumps(report.to_json(), sort_keys=True))
+        emit(report.to_json(), report.exit_code)
     else:
         print(report.text())
     raise typer.Exit(report.exit_code)
@@ -124,7 +124,7 @@ def replay(
         _say(f"settled replay: {exc}")
         raise typer.Exit(2) from None
     if as_json:
-        print(json.dumps(result.to_json(), sort_keys=True))
+        emit(result.to_json(), result.exit_code)
     else:
         print(result.text())
     raise typer.Exit(result.exit_code)

@@ -8,7 +8,6 @@ failed; 2 when the call was malformed (unknown profile or mutant name).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from settled._output import emit
 from settled._paths import OutputPathError, writable_dir
 from settled.conformance._mutants_run import MutantResult, MutantsReport, run_mutants, select_mutants
 from settled.conformance._profiles import PROFILES, profile
@@ -66,7 +66,7 @@ def mutants(
                                      f"[{n}/{total}] {what}"))
     elapsed = time.perf_counter() - start
     if as_json:
-        print(json.dumps(report.to_json(), sort_keys=True))
+        emit(report.to_json(), 0 if report.ok else 1)
     else:
         out.print(_table(report))
     _details(report, verbose, err if as_json else out)

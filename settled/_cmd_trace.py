@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from settled._output import emit
 from settled.conformance._trace import CheckerFault, CheckReport, TraceError, check_file
 
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -52,8 +53,7 @@ def check(
 
 def _fail(as_json: bool, code: int, message: str, line: int, kind: str) -> NoReturn:
     if as_json:
-        print(json.dumps({"ok": False, "exit": code, "error": kind, "message": message,
-                          "line": line}))
+        emit({"ok": False, "error": kind, "message": message, "line": line}, code)
     else:
         err.print(message, markup=False)
     raise typer.Exit(code)
@@ -62,7 +62,7 @@ def _fail(as_json: bool, code: int, message: str, line: int, kind: str) -> NoRet
 def _report(report: CheckReport, name: str, as_json: bool) -> NoReturn:
     code = report.exit_code
     if as_json:
-        print(json.dumps(report.to_json(), sort_keys=True, default=str))
+        emit(report.to_json(), code)
         raise typer.Exit(code)
     for v in (*report.violations, *report.undecided):
         out.print(v.text(), markup=False)
@@ -95,6 +95,8 @@ def export_trace(
                                            "store.")],
     output: Annotated[Path, typer.Option("-o", "--output",
                                          help="The JSON Lines file to write; - for stdout.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was written (events, "
+                                          "file) as JSON; not with -o -.")] = False,
 ) -> None:
     """Write an implementation's event log (query store, approval checkpoint or ledger session
     file) as settled.trace/1.
@@ -106,6 +108,10 @@ def export_trace(
 
     to_stdout = str(output) == "-"
     shown = redact(db) if is_url(db) else db
+    if to_stdout and as_json:
+        err.print("--json and -o - would both write to standard output; write the trace to a "
+                  "file with -o FILE, or drop --json")
+        raise typer.Exit(2)
     try:
         if not to_stdout:
             writable_file(output)  # before reading anything: a typo costs nothing
@@ -124,6 +130,8 @@ def export_trace(
         err.print(f"cannot write {output}: {exc.strerror or exc}; nothing was written")
         raise typer.Exit(2) from None
     err.print(f"wrote {len(lines)} events to {output}")
+    if as_json:
+        emit({"events": len(lines), "output": str(output), "source": shown}, 0)
 
 
 def _url_trace_lines(url: str) -> list[str]:

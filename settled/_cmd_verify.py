@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-import json
-import tempfile
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from settled import _diagrams
+from settled._output import emit
+from settled._paths import OutputPathError, writable_dir
 from settled._stores import StoreError, chosen, resolved_store
-from settled._verify import SEED, verify
+from settled._verify import SEED, Watch, phases, verify
 from settled.conformance._profiles import PROFILES
 
 # Plain text: a finding names guards in brackets ("[fresh_lease[holds a lease]]"), which
@@ -26,50 +39,74 @@ def _mark(ok: bool) -> str:
 
 
 def summary(result: dict[str, Any]) -> Table:
-    table = Table(title="settled verify")
-    for col in ("machine", "static", "explore", "system", "lockstep", "trace check",
-                "system lockstep", "ok"):
-        table.add_column(col)
-    for name, m in result["machines"].items():
-        ex, ls, tc = m["explore"], m["lockstep"], m["trace_check"]
-        table.add_row(
-            name, _mark(not any(m["static"].values())),
-            f"{_mark(ex['ok'])} {ex['states']:,} states, {ex['seconds']}s",
-            _system_cell(m["system"]),
-            f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs, {ls.get('steps', 0):,} steps, "
-            f"{_fired(ls)}, {ls.get('seconds', 0)}s"
-            + (" on PostgreSQL" if str(ls.get("store", "")).startswith("PostgreSQL") else ""),
-            f"{_mark(tc['ok'])} {tc['events']:,} events",
-            _system_lockstep_cell(m.get("system_lockstep", {})), _mark(m["ok"]))
-    views = result["views"]
-    table.add_row("views", "", "", "", "", "", "",
-                  "skipped" if views.get("skipped") else _mark(views["ok"]))
+    """One column per machine, one row per check: 80 columns hold it (a CI log), a cell
+    wraps to two lines at most."""
+    machines = result["machines"]
+    table = Table(title="settled verify", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  caption=_caption(result), caption_justify="left")
+    table.add_column("check", no_wrap=True)
+    for name in machines:
+        table.add_column(name)
+    for label, cell in ROWS:
+        table.add_row(label, *(cell(m) for m in machines.values()))
     return table
 
 
-def _fired(ls: dict[str, Any]) -> str:
-    """Edges and guard alternatives fired of those declared."""
-    edges, cases = ls.get("edges", 0), ls.get("guard_alternatives", 0)
-    refusals = ls.get("refusals", 0) - len(ls.get("refusals_never_alone", []))
-    return (f"edges {edges - len(ls.get('unfired_edges', []))}/{edges}, guard alternatives "
-            f"{cases - len(ls.get('unfired_guard_alternatives', []))}/{cases}, refusals "
-            f"{refusals - len(ls.get('unprobed_refusals', []))}/{refusals}")
+def _secs(value: Any) -> str:
+    return f"{float(value or 0):.1f}"
+
+
+def _lockstep_cell(ls: dict[str, Any]) -> str:
+    store = " on PostgreSQL" if str(ls.get("store", "")).startswith("PostgreSQL") else ""
+    return f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs{store}"
+
+
+def _fraction(ls: dict[str, Any], total: str, missed: str, less: str | None = None) -> str:
+    declared = ls.get(total, 0) - (len(ls.get(less, [])) if less else 0)
+    return f"{declared - len(ls.get(missed, []))}/{declared}"
+
+
+ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("static", lambda m: _mark(not any(m["static"].values()))),
+    ("explore", lambda m: f"{_mark(m['explore']['ok'])} {m['explore']['states']:,} states"),
+    ("system", lambda m: _system_cell(m["system"])),
+    ("lockstep", lambda m: _lockstep_cell(m["lockstep"])),
+    ("  steps", lambda m: f"{m['lockstep'].get('steps', 0):,}"),
+    ("  edges", lambda m: _fraction(m["lockstep"], "edges", "unfired_edges")),
+    ("  alternatives", lambda m: _fraction(m["lockstep"], "guard_alternatives",
+                                           "unfired_guard_alternatives")),
+    ("  refusals", lambda m: _fraction(m["lockstep"], "refusals", "unprobed_refusals",
+                                       "refusals_never_alone")),
+    ("trace check", lambda m: f"{_mark(m['trace_check']['ok'])} "
+                              f"{m['trace_check'].get('events', 0):,} events"),
+    ("system lockstep", lambda m: _system_lockstep_cell(m.get("system_lockstep", {}))),
+    ("seconds", lambda m: _secs(sum(float(m.get(part, {}).get("seconds") or 0) for part in
+                                    ("explore", "system", "lockstep", "system_lockstep")))),
+    ("verdict", lambda m: "[green]✓ ok[/green]" if m["ok"] else "[red]✗ FAILED[/red]"),
+]
+
+
+def _caption(result: dict[str, Any]) -> str:
+    views = result["views"]
+    if views.get("skipped"):
+        return f"views: [yellow]NOT CHECKED[/yellow] ({views['skipped']})"
+    done = ("written" if "written" in views else
+            f"{len(views.get('stale', []))} stale or missing" if views.get("stale") else "checked")
+    return (f"views ({views.get('source', 'checkout')}): {_mark(views['ok'])} {done}; "
+            "edges, guard alternatives, refusals and the system's transitions: fired of those "
+            "declared; seconds: the machine's explorations and campaigns")
 
 
 def _system_cell(sy: dict[str, Any]) -> str:
     if "states" not in sy:
         return _mark(False)
-    return (f"{_mark(sy['ok'])} {sy['states']:,} states ({sy['states_unreduced']:,} unreduced), "
-            f"{sy['seconds']}s")
+    return f"{_mark(sy['ok'])} {sy['states']:,} states"
 
 
 def _system_lockstep_cell(sl: dict[str, Any]) -> str:
     if not sl.get("checked"):
         return "[yellow]NOT CHECKED[/yellow]"
-    tc = sl["trace_check"]
-    return (f"{_mark(sl['ok'])} {sl['examples']} runs, {sl['steps']:,} steps, fired "
-            f"{sl['fired']}/{sl['declared']}, {tc['events']:,} events trace-checked, "
-            f"{sl['seconds']}s")
+    return f"{_mark(sl['ok'])} {sl['examples']} runs, {sl['fired']}/{sl['declared']}"
 
 
 def details(result: dict[str, Any]) -> None:
@@ -109,10 +146,16 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
                       "refuse the trigger: another guard fails too, or another transition of the "
                       "trigger takes the step)")
-    for name in result["views"].get("stale", []):
-        what = "stale" if (Path(result.get("root", ".")) / "diagrams" / name).exists() else "missing"
-        err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled diagrams / "
-                  "settled spec) and commit it")
+    views = result["views"]
+    for name in views.get("stale", []):
+        folder = Path(views.get("directory") or Path(result.get("root") or ".") / "diagrams")
+        what = "stale" if (folder / name).exists() else "missing"
+        if views.get("source") == "installed package":
+            err.print(f"{what} {folder / name}: the installed package's view does not match its "
+                      "model; the package was built from a checkout whose views were stale")
+        else:
+            err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled "
+                      "diagrams / settled spec) and commit it")
     if result["views"].get("skipped"):
         err.print(f"views: skipped: {result['views']['skipped']}")
 
@@ -121,7 +164,9 @@ def verify_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Regenerate diagrams, spec and coverage "
                                                          "instead of checking them.")] = False,
-    root: Annotated[Path, typer.Option(help="Project folder holding diagrams/ and tests/.")] = Path("."),
+    root: Annotated[Path | None, typer.Option(
+        help="The settled checkout whose diagrams/ and tests/ are checked. Default: the current "
+             "folder if it is one, else the views shipped with the installed package.")] = None,
     profile: Annotated[str, typer.Option(help=f"Lockstep profile: {', '.join(PROFILES)}.")] = "ci",
     seed: Annotated[int, typer.Option(help="Lockstep seed.")] = SEED,
     store: Annotated[str | None, typer.Option(
@@ -133,12 +178,14 @@ def verify_command(
     if profile not in PROFILES:
         err.print(f"unknown profile {profile!r}; choose one of {sorted(PROFILES)}")
         raise typer.Exit(2)
-    if write:
+    root = _checkout(root, write)
+    if write and root is not None:
         _check_writable(root / "diagrams")
     say = (lambda line: None) if as_json else (lambda line: err.print(f"… {line}"))
     try:
-        with resolved_store(chosen(store)) as url:
-            result = verify(root, write=write, profile_name=profile, seed=seed, say=say, store=url)
+        with resolved_store(chosen(store)) as url, Bar(as_json) as bar:
+            result = verify(root, write=write, profile_name=profile, seed=seed, say=say, store=url,
+                            watch=bar)
     except StoreError as e:
         err.print(str(e))
         raise typer.Exit(2) from None
@@ -146,7 +193,7 @@ def verify_command(
         err.print(str(e))
         raise typer.Exit(2) from None
     if as_json:
-        print(json.dumps(result, sort_keys=True))
+        emit(result, 0 if result["ok"] else 1)
     else:
         details(result)
         Console(highlight=False).print(summary(result))
@@ -155,14 +202,68 @@ def verify_command(
     raise typer.Exit(0 if result["ok"] else 1)
 
 
+def _checkout(root: Path | None, write: bool) -> Path | None:
+    """The checkout to check (None: the installed package's views); exit 2 for a --root that
+    is not a checkout, or --write without one."""
+    if root is not None and not _diagrams.is_project(root):
+        err.print(f"--root {root}: not a settled checkout (no model/ and pyproject.toml of "
+                  "settled there); pass the checkout's folder, or drop --root to check the views "
+                  "shipped with the installed package")
+        raise typer.Exit(2)
+    if root is None and _diagrams.is_project(Path(".")):
+        root = Path(".")
+    if root is None and write:
+        err.print("--write regenerates a checkout's views, and this folder is not a settled "
+                  "checkout; run it in one or pass --root CHECKOUT")
+        raise typer.Exit(2)
+    return root
+
+
+class Bar(Watch):
+    """A progress bar on standard error over verify's phases, with the state count of an
+    exploration; only when standard output is a terminal (never in CI logs or with --json)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.progress: Progress | None = None
+        if not as_json and sys.stdout.isatty() and err.is_terminal:
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                     BarColumn(bar_width=20), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=err, transient=True,
+                                     refresh_per_second=4)
+        self.task: TaskID | None = None
+        self.text = ""
+
+    def __enter__(self) -> Bar:
+        if self.progress is not None:
+            self.progress.start()
+            self.task = self.progress.add_task("starting", total=phases())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def phase(self, text: str) -> None:
+        if self.progress is None or self.task is None:
+            return
+        if self.text:
+            self.progress.advance(self.task)
+        self.text = text
+        self.progress.update(self.task, description=escape(text))
+
+    def explored(self, states: int, frontier: int, seconds: float) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=escape(
+                f"{self.text}: {states:,} states, frontier {frontier:,}"))
+
+
 def _check_writable(directory: Path) -> None:
-    """--write must be able to write its files; say so before a minute of work, not after."""
+    """--write must be able to write its files; say so before a minute of work, not after
+    (the checkout exists; diagrams/ is made in it if need be, never a tree of folders)."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".settled-write-check-"):
-            pass
-    except OSError as e:
-        err.print(f"cannot write into {directory}: {e.strerror or e}; choose a writable --root")
+        writable_dir(directory)
+    except OutputPathError as e:
+        err.print(f"{e}; choose a writable --root")
         raise typer.Exit(2) from None
 
 

@@ -17,6 +17,7 @@ does not fail on them; ``--write`` keeps them current.
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from settled import _diagrams
-from settled._cmd_views import diagram_files, spec_files
+from settled._cmd_views import INDEX, diagram_files, spec_files
 from settled.conformance._adapter import AdapterError
 from settled.conformance._api import probe
 from settled.conformance._explore import explore
@@ -51,6 +52,26 @@ from settled.model.systems import SYSTEMS
 SEED = 20261202
 
 Say = Callable[[str], None]
+
+
+class Watch:
+    """Live progress of a run (a bar on a terminal); this default shows nothing.
+    :func:`phases` says how many times :meth:`phase` will be called."""
+
+    def phase(self, text: str) -> None:
+        """A phase starts (the same text ``say`` gets)."""
+
+    def explored(self, states: int, frontier: int, seconds: float) -> None:
+        """An exploration's count so far (about five times a second)."""
+
+
+def phases(machines: list[str] | None = None) -> int:
+    """How many phases :func:`verify` runs for ``machines`` (every machine by default)."""
+    count = 1  # the views
+    for name in machines or list(MACHINES):
+        count += 2 + (name in SYSTEMS) + (name in SUITES)
+        count += SYSTEM_SUITE_OF.get(name) in SYSTEM_SUITES
+    return count
 
 
 @dataclass
@@ -83,15 +104,15 @@ def check_static(p: Protocol) -> dict[str, list[str]]:
     return dict(static_findings(p))
 
 
-def check_explore(p: Protocol) -> dict[str, Any]:
-    result = explore(p, instances=1)
+def check_explore(p: Protocol, watch: Watch | None = None) -> dict[str, Any]:
+    result = explore(p, instances=1, progress=watch.explored if watch else None)
     return {"ok": result.ok and result.complete, "states": result.states, "edges": result.edges,
             "seconds": round(result.seconds, 2),
             "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
 
 
-def check_system(system: System) -> dict[str, Any]:
-    result = explore_system(system)
+def check_system(system: System, watch: Watch | None = None) -> dict[str, Any]:
+    result = explore_system(system, progress=watch.explored if watch else None)
     return {"ok": result.ok, "system": system.meaning, "states": result.states,
             "states_unreduced": result.states_unreduced, "edges": result.edges,
             "seconds": round(result.seconds, 2), "complete": result.complete,
@@ -166,58 +187,83 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
                             "events": record.trace_events, "failure": record.trace_failure}}
 
 
-def check_views(root: Path, write: bool) -> list[str]:
+# The views an installed package ships (diagrams/ as the package settled.views; in a
+# checkout, settled/views is a link to diagrams/).
+SHIPPED = Path(__file__).parent / "views"
+
+
+def check_views(root: Path | None, write: bool) -> list[str]:
+    """The stale or missing views: ``root``'s diagrams/ against the tables and its tests/, or
+    (``root`` None) the views shipped with the installed package against its tables and the
+    rule -> tests index shipped with them."""
+    if root is None:
+        try:
+            index = json.loads((SHIPPED / INDEX).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            index = {}  # then the index itself is reported missing or stale
+        files = {**diagram_files(), **spec_files(None, tests=index)}
+        return _diagrams.write_or_check(files, SHIPPED, check=True)
     files = {**diagram_files(), **spec_files(root)}
     return _diagrams.write_or_check(files, root / "diagrams", check=not write)
 
 
-def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: int = SEED,
+def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", seed: int = SEED,
            machines: list[str] | None = None, say: Say = lambda line: None,
-           store: str | None = None) -> dict[str, Any]:
-    """``store``: a postgresql:// URL the lockstep campaigns run against (default: SQLite files)."""
+           store: str | None = None, watch: Watch | None = None) -> dict[str, Any]:
+    """``root``: the checkout whose views are checked (or written); None checks the views
+    shipped with the installed package. ``store``: a postgresql:// URL the lockstep campaigns
+    run against (default: SQLite files)."""
+    if write and root is None:
+        raise ValueError("write needs a checkout: the installed package's views are not ours "
+                         "to rewrite")
+    watch = watch or Watch()
+
+    def phase(text: str) -> None:
+        say(text)
+        watch.phase(text)
+
     start = time.perf_counter()
     reports = {}
     for name in machines or list(MACHINES):
         p, report = MACHINES[name], MachineReport(name)
-        say(f"{name}: static checks")
+        phase(f"{name}: static checks")
         report.static = check_static(p)
-        say(f"{name}: exploring every reachable state")
-        report.explore = check_explore(p)
+        phase(f"{name}: exploring every reachable state")
+        report.explore = check_explore(p, watch)
         if name in SYSTEMS:
-            say(f"{name}: exploring the system ({SYSTEMS[name].meaning})")
-            report.system = check_system(SYSTEMS[name])
+            phase(f"{name}: exploring the system ({SYSTEMS[name].meaning})")
+            report.system = check_system(SYSTEMS[name], watch)
         else:
             report.system = {"ok": False, "findings": [f"no system declared for {name}"]}
         if name in SUITES:
             against = "the SQLite implementation" if store is None else f"PostgreSQL {redact(store)}"
-            say(f"{name}: lockstep campaign ({profile_name} profile) against {against}")
+            phase(f"{name}: lockstep campaign ({profile_name} profile) against {against}")
             report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed,
                                                                          store)
             if store is not None and not report.lockstep["store"].startswith("PostgreSQL"):
                 say(f"{name}: NOTE: no PostgreSQL store for this machine; its campaign ran on "
                     "SQLite files")
-            if write:
+            if write and root is not None:
                 svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges, record.cases)
                 _diagrams.write_or_check({f"{name}.coverage.svg": svg}, root / "diagrams", False)
         else:
             report.lockstep = {"ok": False, "failure": f"no lockstep suite for {name}"}
             report.trace_check = {"ok": False, "events": 0}
         if SYSTEM_SUITE_OF.get(name) in SYSTEM_SUITES:
-            say(f"{name}: lockstep of the system ({SYSTEMS[name].meaning} in the implementation)")
+            phase(f"{name}: lockstep of the system ({SYSTEMS[name].meaning} in the "
+                  "implementation)")
         report.system_lockstep = check_system_lockstep(name, profile_name, seed)
         reports[name] = report
     views: dict[str, Any]
-    if not _diagrams.is_project(root):
-        # An installed wheel run from any folder: the tables are checked above; the committed
-        # views exist only in a checkout, so their drift check is skipped, and said so.
-        views = {"ok": True, "skipped": f"no settled checkout at {root.resolve()}; the drift check "
-                                        "of diagrams/ and SPEC.md needs one (--root CHECKOUT)"}
-        say(f"diagrams and spec: {views['skipped']}")
-    else:
-        say("diagrams and spec: drift check" if not write else "diagrams and spec: regenerating")
-        stale = check_views(root, write)
-        views = {"ok": write or not stale, "stale" if not write else "written": stale}
+    where = str(SHIPPED.resolve()) if root is None else str((root / "diagrams").resolve())
+    source = "installed package" if root is None else "checkout"
+    phase(f"diagrams and spec: regenerating in {where}" if write else
+        f"diagrams and spec: drift check of the {source}'s views in {where}")
+    stale = check_views(root, write)
+    views = {"ok": write or not stale, "stale" if not write else "written": stale,
+             "source": source, "directory": where}
     ok = all(r.ok for r in reports.values()) and views["ok"]
-    return {"ok": ok, "root": str(root), "machines": {n: r.to_json() for n, r in reports.items()},
+    return {"ok": ok, "root": None if root is None else str(root),
+            "machines": {n: r.to_json() for n, r in reports.items()},
             "views": views,
             "seconds": round(time.perf_counter() - start, 2)}

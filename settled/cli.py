@@ -9,22 +9,27 @@ Exit codes, for every command: 0 everything held; 1 a check found a problem
 (stale or missing file, violation, failed run); 2 the input could not be read
 or the call was malformed (a bad option, a missing or unwritable path);
 3 the work stopped before it was complete (``explore --max-states``) or an
-internal error (``check``), said in one line.
+internal error (``check``), said in one line; 130 interrupted (Ctrl-C), one line;
+141 standard output closed early. ``-h`` is ``--help``. With ``--json`` every command
+prints one JSON document with the exit code under ``exit_code``, errors included
+(``settled/_output.py``).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
 import typer
 
-from settled import __version__
+from settled import __version__, _output
 
 app = typer.Typer(
-    name="settled", no_args_is_help=True, add_completion=False,
+    name="settled", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Specify, implement and check protocols that stay responsible for a side effect "
          "after 'I did not get an answer'.")
 
@@ -81,15 +86,31 @@ def main() -> None:
     # not ours to write, so the lockstep campaigns keep it in the user's cache instead.
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache / "settled" / "hypothesis"))
-    _load(sys.argv[1:])
+    argv = sys.argv[1:]
+    _load(argv)
+    streams = _output.Streams(_output.wants_json(argv))
+
+    def interrupted(signum: int, frame: object) -> None:
+        # Ctrl-C: whatever unwinds now (a library's advice on how to reproduce the run, a
+        # worker's traceback) prints nothing; the command line says one line at the end.
+        streams.silence()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
     try:
-        code = _run(sys.argv[1:])
+        code = _run(argv, streams)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader closed our standard output early (``settled explore --json | head``):
         # say nothing more, and exit 141 (128 + SIGPIPE), as the shell does for a closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the line
+        streams.restore()
+    streams.finish(code)
     sys.exit(code)
 
 
@@ -100,7 +121,7 @@ def _click_errors() -> tuple[type[Exception], type[Exception], type[Exception]]:
     return by_name["UsageError"], by_name["ClickException"], typer.Abort
 
 
-def _run(argv: list[str]) -> int:
+def _run(argv: list[str], streams: _output.Streams) -> int:
     """Run the command; a malformed call is one line on stderr and exit 2, not a panel."""
     usage_error, click_error, abort = _click_errors()
     try:
@@ -112,20 +133,22 @@ def _run(argv: list[str]) -> int:
             return 141
         raise
     except usage_error as e:
-        if type(e).__name__ == "NoArgsIsHelpError":
-            app(args=argv, prog_name="settled")  # prints the help and exits 2, as before
         ctx = getattr(e, "ctx", None)
+        if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help())  # `settled` (or `settled demo`) alone: the help, exit 2
+            streams.kind = "usage"
+            return 2
         where = ctx.command_path if ctx is not None else "settled"
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         text = " ".join(message.split()).rstrip(".")
         print(f"{where}: {text}; see '{where} --help'", file=sys.stderr)
+        streams.kind = "usage"
         return 2
     except click_error as e:
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         print(f"settled: {' '.join(message.split())}", file=sys.stderr)
         return int(getattr(e, "exit_code", 2))
-    except abort:
-        print("settled: aborted", file=sys.stderr)
+    except abort:  # Click's name for Ctrl-C (and end of input at a prompt)
         return 130
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 

@@ -73,7 +73,7 @@ def quick(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def assert_complete(report: dict[str, Any]) -> None:
-    assert set(report) == {*KEYS, "machine", "seconds"}
+    assert set(report) == {*KEYS, "machine", "seconds", "ok", "exit_code"}
     for section, keys in KEYS.items():
         missing = keys - set(report[section])
         assert not missing, f"{section} lacks {sorted(missing)}"

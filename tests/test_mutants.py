@@ -191,7 +191,7 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
                            "rules_total_divides_by", "rules_without_mutants", "rules_excluded",
                            "median_counterexample_steps", "longest_counterexample_steps",
                            "longest_counterexample_mutant",
-                           "tour", "kills_by_phase", "random_only_kill_rate"}
+                           "tour", "kills_by_phase", "random_only_kill_rate", "ok", "exit_code"}
     # Rule coverage is the whole catalogue's, not the one mutant this run chose.
     assert report["rules_with_mutants"] == len(rule_coverage().covered) > 1
     [mutant] = report["mutants"]

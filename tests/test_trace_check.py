@@ -445,7 +445,7 @@ def test_a_checker_defect_is_a_one_paragraph_report_naming_the_line(monkeypatch,
     assert "line 1" in result.output and "defect of the checker" in result.output
     result = CliRunner().invoke(app, ["check", str(path), "--json"])
     doc = json.loads(result.stdout)
-    assert result.exit_code == 3 and doc["exit"] == 3 and doc["line"] == 1
+    assert result.exit_code == 3 and doc["exit_code"] == 3 and doc["line"] == 1
 
 
 def test_cli_reads_stdin_and_json_is_always_one_document():
@@ -458,7 +458,7 @@ def test_cli_reads_stdin_and_json_is_always_one_document():
         result = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-", "--json"],
                                 input=given, capture_output=True, text=True)
         doc = json.loads(result.stdout)
-        assert result.returncode == code == doc["exit"], result.stdout
+        assert result.returncode == code == doc["exit_code"], result.stdout
         assert "Traceback" not in result.stderr
     empty = subprocess.run([sys.executable, "-m", "settled.cli", "check", "-"], input="",
                            capture_output=True, text=True)
