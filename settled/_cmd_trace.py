@@ -52,10 +52,9 @@ def check(
 
 
 def _fail(as_json: bool, code: int, message: str, line: int, kind: str) -> NoReturn:
+    err.print(message, markup=False)
     if as_json:
         emit({"ok": False, "error": kind, "message": message, "line": line}, code)
-    else:
-        err.print(message, markup=False)
     raise typer.Exit(code)
 
 

@@ -57,8 +57,7 @@ def _secs(value: Any) -> str:
 
 
 def _lockstep_cell(ls: dict[str, Any]) -> str:
-    store = " on PostgreSQL" if str(ls.get("store", "")).startswith("PostgreSQL") else ""
-    return f"{_mark(ls['ok'])} {ls.get('examples', 0)} runs{store}"
+    return f"{_mark(ls['ok'])} {ls.get('examples', 0):,} runs"
 
 
 def _fraction(ls: dict[str, Any], total: str, missed: str, less: str | None = None) -> str:
@@ -80,6 +79,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("trace check", lambda m: f"{_mark(m['trace_check']['ok'])} "
                               f"{m['trace_check'].get('events', 0):,} events"),
     ("system lockstep", lambda m: _system_lockstep_cell(m.get("system_lockstep", {}))),
+    ("  transitions", lambda m: (f"{m['system_lockstep']['fired']}/"
+                                 f"{m['system_lockstep']['declared']}"
+                                 if m.get("system_lockstep", {}).get("checked") else "")),
     ("seconds", lambda m: _secs(sum(float(m.get(part, {}).get("seconds") or 0) for part in
                                     ("explore", "system", "lockstep", "system_lockstep")))),
     ("verdict", lambda m: "[green]✓ ok[/green]" if m["ok"] else "[red]✗ FAILED[/red]"),
@@ -92,9 +94,12 @@ def _caption(result: dict[str, Any]) -> str:
         return f"views: [yellow]NOT CHECKED[/yellow] ({views['skipped']})"
     done = ("written" if "written" in views else
             f"{len(views.get('stale', []))} stale or missing" if views.get("stale") else "checked")
+    stores = sorted({str(m["lockstep"].get("store")) for m in result["machines"].values()
+                     if m["lockstep"].get("store")})
     return (f"views ({views.get('source', 'checkout')}): {_mark(views['ok'])} {done}; "
-            "edges, guard alternatives, refusals and the system's transitions: fired of those "
-            "declared; seconds: the machine's explorations and campaigns")
+            f"lockstep on {escape(', '.join(stores) or 'no store')}; edges, alternatives, "
+            "refusals, transitions: fired of those declared; seconds: the machine's "
+            "explorations and campaigns")
 
 
 def _system_cell(sy: dict[str, Any]) -> str:
@@ -106,7 +111,7 @@ def _system_cell(sy: dict[str, Any]) -> str:
 def _system_lockstep_cell(sl: dict[str, Any]) -> str:
     if not sl.get("checked"):
         return "[yellow]NOT CHECKED[/yellow]"
-    return f"{_mark(sl['ok'])} {sl['examples']} runs, {sl['fired']}/{sl['declared']}"
+    return f"{_mark(sl['ok'])} {sl['examples']:,} runs"
 
 
 def details(result: dict[str, Any]) -> None:

@@ -242,3 +242,202 @@ def test_the_library_without_psycopg_names_the_extra() -> None:
                           check=False)
     assert "MISSING PostgreSQL support needs psycopg" in done.stdout, done.stderr
     assert "settled[postgres]" in done.stdout
+
+
+# --------------------------------------------------------------------------- the uniform shell
+def test_every_command_takes_h_as_help_and_shows_plain_flags() -> None:
+    from settled import cli
+
+    for name in [*cli.COMMANDS, "demo query"]:
+        short = _settled(*name.split(), "-h")
+        long = _settled(*name.split(), "--help")
+        assert short.returncode == long.returncode == 0, (name, short.stderr)
+        assert short.stdout == long.stdout and "Usage: settled" in short.stdout, name
+        assert "<bool>" not in short.stdout and "-h, --help" in short.stdout, short.stdout
+    assert "-h, --help" in _settled("-h").stdout
+
+
+def test_every_report_command_has_json_with_the_one_exit_key(tmp_path: Path) -> None:
+    """--json on the commands that had none (export-trace, diagrams, spec), and the exit key
+    of a report is the same one as an error's."""
+    root = Path(__file__).resolve().parents[1]
+    for command in ("diagrams", "spec"):
+        done = _settled(command, "--check", "--json", "--root", str(root))
+        doc = json.loads(done.stdout)
+        assert done.returncode == doc["exit_code"] == 0 and doc["ok"] is True, done.stderr
+        assert doc["stale"] == doc["missing"] == [] and doc["files"], doc
+    written = _settled("spec", "--json", "--root", str(tmp_path))
+    doc = json.loads(written.stdout)
+    assert doc["exit_code"] == 0 and "SPEC.md" in doc["written"] and "rule-tests.json" in doc["files"]
+    stale = _settled("spec", "--check", "--json", "--root", str(root / "tests"))  # not a checkout
+    assert stale.returncode == 2 and json.loads(stale.stdout)["exit_code"] == 2
+    from settled._demo_query import demo_query
+
+    demo_query(tmp_path)
+    exported = _settled("export-trace", str(tmp_path / "query-store.db"), "-o",
+                        str(tmp_path / "t.jsonl"), "--json")
+    doc = json.loads(exported.stdout)
+    assert exported.returncode == doc["exit_code"] == 0 and doc["events"] == 11, exported.stderr
+    assert (tmp_path / "t.jsonl").read_text().count("\n") == 11
+
+
+def test_a_stale_view_is_exit_1_in_the_json_too(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "diagrams").mkdir()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "query.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text((root / "pyproject.toml").read_text())
+    (tmp_path / "diagrams" / "SPEC.md").write_text("old\n")
+    done = _settled("spec", "--check", "--json", "--root", str(tmp_path))
+    doc = json.loads(done.stdout)
+    assert done.returncode == doc["exit_code"] == 1 and doc["ok"] is False
+    assert doc["stale"] == ["SPEC.md"] and doc["missing"] == ["rule-tests.json"]
+
+
+SLOW_ADAPTER = '''
+import pathlib
+import time
+
+from examples.query_adapter import correct
+
+
+def slow():
+    adapter = correct()
+    perform = adapter.perform
+
+    def slowly(*args, **kwargs):
+        pathlib.Path("started").touch()
+        time.sleep(0.02)
+        return perform(*args, **kwargs)
+
+    adapter.perform = slowly
+    return adapter
+'''
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, as_json: bool) -> None:
+    """Interrupted inside a Hypothesis campaign with no --seed (Hypothesis then offers its
+    @seed advice): one line, exit 130, nothing else; with --json, the error document too."""
+    import os
+    import signal
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "slow_adapter.py").write_text(SLOW_ADAPTER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen([sys.executable, "-m", "settled.cli", "lockstep", "slow_adapter:slow",
+                            "--out", str(tmp_path / "out"), *(["--json"] if as_json else [])],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           cwd=tmp_path, env=env)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "started").exists() and run.poll() is None:
+        assert time.monotonic() < deadline, "the campaign never started"
+        time.sleep(0.05)
+    time.sleep(1.0)  # well inside the campaign
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, (out, err)
+    assert err.strip().splitlines() == ["settled: interrupted (Ctrl-C); nothing more was checked"]
+    assert "@seed" not in out + err and "Traceback" not in out + err
+    if as_json:
+        doc = json.loads(out)
+        assert doc == {"ok": False, "exit_code": 130, "error": "interrupted",
+                       "message": "interrupted (Ctrl-C)"}
+    else:
+        assert out == ""
+
+
+# --------------------------------------------------------------------------- verify's output
+def _machine(states: int, ok: bool = True) -> dict[str, object]:
+    lockstep = {"ok": ok, "examples": 1200, "steps": 1_234_567, "seconds": 612.3, "edges": 194,
+                "unfired_edges": [] if ok else ["a -> b"], "guard_alternatives": 12,
+                "unfired_guard_alternatives": [], "refusals": 14, "unprobed_refusals": [],
+                "refusals_never_alone": ["x"], "store": "PostgreSQL postgresql://u@h/db"}
+    return {"ok": ok, "static": {"unreachable": []},
+            "explore": {"ok": True, "states": states, "seconds": 12.5, "findings": []},
+            "system": {"ok": True, "states": states * 40, "states_unreduced": states * 400,
+                       "seconds": 98.1, "findings": []},
+            "lockstep": lockstep, "trace_check": {"ok": ok, "events": 9_876_543},
+            "system_lockstep": {"checked": True, "ok": True, "examples": 4000, "steps": 10**6,
+                                "fired": 142, "declared": 142, "seconds": 77.0, "unfired": [],
+                                "trace_check": {"ok": True, "events": 10**6}}}
+
+
+def _table_text(result: dict[str, object], width: int = 80) -> str:
+    from rich.console import Console
+
+    from settled._cmd_verify import summary
+
+    console = Console(width=width, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(summary(result))
+    return console.export_text()
+
+
+import os  # noqa: E402
+
+
+def test_verify_table_reads_at_80_columns_one_line_a_row() -> None:
+    result = {"machines": {"query": _machine(1_234_567), "approval": _machine(27_165, ok=False),
+                           "ledger": _machine(138)},
+              "views": {"ok": True, "stale": [], "source": "checkout"}}
+    text = _table_text(result)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80, text
+    from settled._cmd_verify import ROWS
+
+    for label, _cell in ROWS:  # every row on one line
+        assert sum(1 for line in lines if line.strip().startswith(label.strip())) >= 1, label
+    body = [line for line in lines if line.strip() and not set(line.strip()) <= {"─", " "}]
+    assert len(body) <= len(ROWS) + 6, text  # title, header, caption: no row wraps
+    assert "✗ FAILED" in text and "193/194" in text and "1,234,567 states" in text
+    assert "13/13" in text  # refusals: 14 declared, one never alone
+
+
+def test_verify_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from settled import _cmd_verify
+
+    assert _cmd_verify.Bar(False).progress is None  # pytest's stdout is no terminal
+    monkeypatch.setattr(_cmd_verify, "err", Console(file=io.StringIO(), force_terminal=True))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert _cmd_verify.Bar(True).progress is None  # --json: never
+    bar = _cmd_verify.Bar(False)
+    assert bar.progress is not None
+    with bar:
+        bar.phase("query: static checks")
+        bar.explored(1000, 10, 0.5)
+        bar.phase("query: exploring")
+        assert bar.task is not None
+        task = bar.progress.tasks[0]
+        assert task.completed == 1 and task.total == _cmd_verify.phases()
+
+
+def test_verify_announces_exactly_the_phases_its_bar_counts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from settled import _verify
+
+    class Count(_verify.Watch):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def phase(self, text: str) -> None:
+            self.seen.append(text)
+
+    ok = {"ok": True, "states": 1, "states_unreduced": 1, "seconds": 0.0, "findings": []}
+    monkeypatch.setattr(_verify, "check_static", lambda p: {})
+    monkeypatch.setattr(_verify, "check_explore", lambda p, watch=None: dict(ok))
+    monkeypatch.setattr(_verify, "check_system", lambda s, watch=None: dict(ok))
+    monkeypatch.setattr(_verify, "check_lockstep",
+                        lambda *a, **k: ({"ok": True, "store": "SQLite files"}, {"ok": True}, None))
+    monkeypatch.setattr(_verify, "check_system_lockstep", lambda *a: {"checked": False})
+    monkeypatch.setattr(_verify, "check_views", lambda root, write: [])
+    for machines in (None, ["ledger"], ["query", "approval"]):
+        count = Count()
+        result = _verify.verify(None, machines=machines, watch=count)
+        assert len(count.seen) == _verify.phases(machines), count.seen
+        assert result["views"]["source"] == "installed package"
