@@ -90,8 +90,6 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
 
 def _caption(result: dict[str, Any]) -> str:
     views = result["views"]
-    if views.get("skipped"):
-        return f"views: [yellow]NOT CHECKED[/yellow] ({views['skipped']})"
     done = ("written" if "written" in views else
             f"{len(views.get('stale', []))} stale or missing" if views.get("stale") else "checked")
     stores = sorted({str(m["lockstep"].get("store")) for m in result["machines"].values()
@@ -161,8 +159,6 @@ def details(result: dict[str, Any]) -> None:
         else:
             err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled "
                       "diagrams / settled spec) and commit it")
-    if result["views"].get("skipped"):
-        err.print(f"views: skipped: {result['views']['skipped']}")
 
 
 def verify_command(

@@ -6,7 +6,9 @@ system (instances that share state, reduced by symmetry), the lockstep campaign 
 fixed seed) against the bundled SQLite implementation, and the trace check
 of that campaign's event logs (every run's log is replayed through the model
 by the trace checker); then the drift check of the generated diagrams and
-spec. ``ok`` only when all of it holds.
+spec: a checkout's ``diagrams/`` against its tables and tests, or, run from an
+installed package, the views shipped in it (``settled/views``) against the
+model shipped with them. ``ok`` only when all of it holds.
 
 The coverage overlays (``diagrams/<machine>.coverage.svg``) are written by
 ``--write`` from the campaign's counts. A fixed seed makes them reproducible,
