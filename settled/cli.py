@@ -87,7 +87,6 @@ def main() -> None:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache / "settled" / "hypothesis"))
     argv = sys.argv[1:]
-    _load(argv)
     streams = _output.Streams(_output.wants_json(argv))
 
     def interrupted(signum: int, frame: object) -> None:
@@ -98,6 +97,7 @@ def main() -> None:
 
     signal.signal(signal.SIGINT, interrupted)
     try:
+        _load(argv)
         code = _run(argv, streams)
         sys.stdout.flush()
     except BrokenPipeError:
