@@ -49,7 +49,7 @@ def test_pytest_running_no_test_fails_the_stage(tmp_path: Path) -> None:
 def test_ci_runs_its_campaigns_on_both_cores_and_its_stages_through_the_helpers() -> None:
     text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert ". .ci/stages.sh" in text and text.rstrip().endswith("finish")
-    assert 'tests -n 2' in text and 'tests -m slow -n 2' in text
+    assert 'tests -n 2' in text and 'tests -m slow -n 2 --dist worksteal' in text
     # every command runs as a stage: no bare pytest or settled line escapes the verdict
     for line in text.replace("\\\n", " ").splitlines():
         bare = line.strip()
