@@ -72,6 +72,7 @@ from ..model._core import (
     StepProperty,
     Transition,
     Value,
+    lockstep_only,
 )
 from . import _itf
 from ._paused import gc_paused
@@ -651,6 +652,9 @@ class ExploreResult:
     unreached_states: list[Finding]
     unfired_transitions: list[Finding]
     _space: _Space = field(repr=False, compare=False)
+    # Properties no declared effect can break: exploring cannot fail them, so they are not
+    # reported as passing here but as checked by lockstep only.
+    lockstep_only: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -679,6 +683,7 @@ class ExploreResult:
             "traps": [f.to_json() for f in self.traps],
             "unreached_states": [f.to_json() for f in self.unreached_states],
             "unfired_transitions": [f.to_json() for f in self.unfired_transitions],
+            "lockstep_only": self.lockstep_only,
         }
 
     def iter_steps(self) -> Iterator[tuple[tuple[Config, ...], TraceStep, tuple[Config, ...]]]:
@@ -793,7 +798,8 @@ def _run(protocol: Protocol, successors: Successors, instances: int, max_states:
         model=protocol.name, bounds=bounds, states=len(space.keys), edges=space.edges,
         seconds=round(seconds, 6), states_per_second=round(len(space.keys) / seconds, 1) if seconds else 0.0,
         violations=violations, deadlocks=deadlocks, traps=traps, unreached_states=unreached,
-        unfired_transitions=unfired, _space=space)
+        unfired_transitions=unfired, _space=space,
+        lockstep_only=lockstep_only(protocol.unbreakable()))
 
 
 # --------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from ..model._core import Config, DeclarationError, Step, Value
+from ..model._core import Config, DeclarationError, Step, Value, lockstep_only
 from ..model._system import System, SystemConfig, SystemStep
 from . import _itf
 from ._paused import gc_paused
@@ -144,6 +144,8 @@ class SystemResult:
     complete: bool
     findings: list[SystemFinding] = field(default_factory=list)
     independent_product: bool = False
+    # Properties no declared step can break: not passing, checked by lockstep only.
+    lockstep_only: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -161,7 +163,8 @@ class SystemResult:
                 "states_per_second": round(self.states_per_second),
                 "complete": self.complete, "ok": self.ok,
                 "independent_product": self.independent_product,
-                "findings": [f.to_json() for f in self.findings]}
+                "findings": [f.to_json() for f in self.findings],
+                "lockstep_only": self.lockstep_only}
 
 
 class _Move:
@@ -568,7 +571,7 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
         map(itemgetter(0), itertools.islice(keys, visited))).items()) if symmetry else visited)
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
-                        findings)
+                        findings, lockstep_only=lockstep_only(system.unbreakable()))
 
 
 def _findings(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],

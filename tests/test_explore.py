@@ -465,7 +465,7 @@ def test_report_json_has_exactly_the_documented_keys() -> None:
     report = json.loads(json.dumps(result.to_json()))
     assert list(report) == ["model", "bounds", "states", "edges", "seconds", "states_per_second",
                             "violations", "deadlocks", "traps", "unreached_states",
-                            "unfired_transitions"]
+                            "unfired_transitions", "lockstep_only"]
     v = report["violations"][0]
     assert v["steps"][2] == {"instance": 0, "trigger": "claim", "params": {"worker": 0}}
     assert len(v["states"]) == len(v["steps"]) + 1 == v["length"] + 1
@@ -599,3 +599,40 @@ def test_the_collector_is_paused_during_a_search_and_left_as_it_was() -> None:
     finally:
         gc.enable()
 
+
+# --------------------------------------------------------------------------
+# Properties exploring cannot fail are not reported as passing
+# --------------------------------------------------------------------------
+@pytest.mark.rule("M1")
+@pytest.mark.rule("Q2")
+def test_a_property_no_effect_can_break_is_reported_as_checked_by_lockstep_only() -> None:
+    """No declared effect writes message_clock or reruns, so exploring cannot fail the two
+    invariants that read them: the report says so instead of counting them as passing."""
+    result = explore(SMALL)
+    assert [x["name"] for x in result.lockstep_only] == ["message_keeps_clock",
+                                                         "rerun_is_new_query"]
+    assert result.to_json()["lockstep_only"][0]["reads"] == ["message_clock"]
+    # Once an effect writes the variable, the explorer can fail the property, and does.
+    broken = mutate(trigger("message_redelivered"), effect({"message_clock": q.CLOCK_OTHER}))
+    found = explore(broken)
+    assert "message_keeps_clock" not in [x["name"] for x in found.lockstep_only]
+    assert "message_keeps_clock" in [f.name for f in found.violations]
+
+
+def test_uncited_rules_are_computed_from_every_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    from settled.model import _graph
+    from settled.model import query as query_module
+
+    assert _graph.static_findings(query_module.QUERY)["uncited_rules"] == []
+    monkeypatch.setattr(_graph, "RULES", {**_graph.RULES, "Q99": "a rule nobody models"})
+    assert _graph.static_findings(query_module.QUERY)["uncited_rules"] == ["Q99"]
+
+
+def test_a_system_reports_its_unbreakable_properties_too() -> None:
+    from settled.conformance._system import explore_system
+    from settled.model.systems import build_approval_system
+
+    result = explore_system(build_approval_system())
+    assert result.ok
+    assert [x["name"] for x in result.to_json()["lockstep_only"]] == [
+        "draft_submitted_once", "replay_returns_first", "retention_keeps_in_flight_tokens"]
