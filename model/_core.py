@@ -22,13 +22,16 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import _expr as x
 from ._errors import DeclarationError as DeclarationError
 from ._errors import ModelError as ModelError
 from ._expr import Expr
 from ._rules import RULES
+
+if TYPE_CHECKING:
+    from ._compiled import CompiledMachine
 
 Value: TypeAlias = Any  # a hashable value from a variable's or a parameter's finite domain
 Vars: TypeAlias = Mapping[str, Value]
@@ -328,6 +331,7 @@ class Protocol:
     # ``enabled`` once per configuration and the parameter products dominated its cost.
     _plan: dict[str, tuple[tuple[Params, tuple[Transition, ...]], ...]] = field(
         init=False, repr=False, compare=False)
+    _gen: CompiledMachine | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {v.name: i for i, v in enumerate(self.variables)})
@@ -429,12 +433,35 @@ class Protocol:
 
     # -- the successor function (the semantics every view shares) -------------
     def enabled(self, config: Config) -> Iterator[Step]:
-        """Every step the configuration allows, honouring priorities."""
+        """Every step the configuration allows, honouring priorities: the generated successor
+        function (``_compiled``), the one the explorer runs."""
+        gen = self.compiled()
+        successors = gen.successors.get(config.state)
+        if successors is None:
+            return
+        labels = gen.labels
+        for lid, dest, values, _broken in successors(config.values):
+            t, params = labels[lid]
+            yield Step(t, params, Config(dest, values))
+
+    def enabled_by_guards(self, config: Config) -> Iterator[Step]:
+        """:meth:`enabled` evaluated guard by guard (each declaration's own compiled
+        function, as ``fire`` does); a test holds the two equal on every reachable
+        configuration."""
         v = self.view(config)
         for params, fitting in self._plan.get(config.state, ()):
             step = self._first_enabled(fitting, config, v, params)
             if step is not None:
                 yield step
+
+    def compiled(self) -> CompiledMachine:
+        """The generated successor and invariant functions, compiled on first use."""
+        gen = self._gen
+        if gen is None:
+            from ._compiled import compile_machine
+            gen = compile_machine(self, step_properties=False)
+            object.__setattr__(self, "_gen", gen)
+        return gen
 
     def fire(self, config: Config, trigger: str, params: Params = NO_PARAMS) -> Step:
         """The step ``trigger`` takes from ``config``, or :class:`IllegalTransition`."""
