@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from ..model._compiled import compile_machine
 from ..model._core import Config, DeclarationError, Step, Value, lockstep_only
 from ..model._system import System, SystemConfig, SystemStep
 from . import _itf
@@ -191,7 +192,8 @@ class _Space:
         self.machine = system.machine
         self.ids: dict[Config, int] = {}
         self.configs: list[Config] = []
-        self.steps: dict[Config, tuple[Step, ...]] = {}
+        self.steps: dict[Config, tuple[tuple[Step, tuple[int, ...]], ...]] = {}
+        self.gen = compile_machine(self.machine)
         self.broken: list[tuple[str, ...]] = []  # per local id: broken machine invariants
         self.terminal: list[bool] = []
         self.shared_idx = system._shared_idx
@@ -219,8 +221,9 @@ class _Space:
         if i is None:
             i = self.ids[c] = len(self.configs)
             self.configs.append(c)
-            v = self.machine.view(c)
-            self.broken.append(tuple(x.name for x in self.machine.invariants if not x.fn(c.state, v)))
+            invariants = self.machine.invariants
+            self.broken.append(tuple(invariants[k].name
+                                     for k in self.gen.broken_invariants(c.state, c.values)))
             self.terminal.append(c.state in self.machine.terminal_states)
             for k in range(len(self.perms)):
                 self.images[k].append(-1)
@@ -270,11 +273,22 @@ class _Space:
                                     for i in ids])))
         return sum(map(_arrangements, forms))
 
-    def local(self, c: Config) -> tuple[Step, ...]:
+    def local(self, c: Config) -> tuple[tuple[Step, tuple[int, ...]], ...]:
+        """The machine's steps from ``c`` with the step properties each breaks, from the
+        successor function generated for the machine (the one ``Protocol.enabled`` and the
+        single-machine explorer run)."""
         s = self.steps.get(c)
         if s is None:
-            s = self.steps[c] = tuple(self.machine.enabled(c))
+            succ = self.gen.successors.get(c.state)
+            labels = self.gen.labels
+            s = self.steps[c] = () if succ is None else tuple(
+                (Step(labels[lid][0], labels[lid][1], Config(dest, values)), bad)
+                for lid, dest, values, bad in succ(c.values))
         return s
+
+    def local_steps(self, c: Config) -> tuple[Step, ...]:
+        """:meth:`local` without the broken step properties (``System.enabled``'s ``local``)."""
+        return tuple(s for s, _broken in self.local(c))
 
     def config(self, key: tuple[Any, ...]) -> SystemConfig:
         ids, shared = key
@@ -287,15 +301,13 @@ class _Space:
         if m is None:
             cfg = self.configs[c]
             before = tuple(cfg.values[k] for k in self.shared_idx)
-            b = self.machine.snapshot(cfg)
+            names = [p.name for p in self.machine.step_properties]
             out = []
-            for s in self.local(cfg):
+            for s, broken in self.local(cfg):
                 if any(n in s.params and s.params[n] != x for n, x in bound.items()):
                     continue
                 after = tuple(s.after.values[k] for k in self.shared_idx)
-                a = self.machine.snapshot(s.after)
-                props = tuple(p.name for p in self.machine.step_properties
-                              if not p.fn(b, s.transition, s.params, a))
+                props = tuple(names[k] for k in broken)
                 out.append(_Move(s, self.intern(s.after), after if after != before else None, props))
             m = self._moves[key] = tuple(out)
         return m
@@ -682,7 +694,7 @@ def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], par
     configs = [cfg]
     steps: list[SystemTraceStep] = []
     for nxt in chain[1:]:
-        for step in system.enabled(cfg, sp.local):
+        for step in system.enabled(cfg, sp.local_steps):
             a = step.after
             if sp.canon(tuple(sp.intern(c) for c in a.instances), a.shared) == nxt:
                 steps.append(label(step))
@@ -692,7 +704,7 @@ def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], par
         else:  # pragma: no cover - the canonical path always has a concrete witness
             raise AssertionError(f"{system.name}: no concrete step to a path state")
     if last is not None:
-        for step in system.enabled(cfg, sp.local):
+        for step in system.enabled(cfg, sp.local_steps):
             a = step.after
             if sp.canon(tuple(sp.intern(c) for c in a.instances), a.shared) != last[0]:
                 continue
