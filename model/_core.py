@@ -8,9 +8,13 @@ diagrams, the spec, the explorer) reads this table and nothing else, so a
 behaviour that is not in the table does not exist.
 
 A *configuration* of a machine is a :class:`Config`: the control state plus
-one value per variable, in declaration order. Guards and effects see the
-variables as a read-only mapping and the transition's parameters as another;
-an effect returns only the variables it changes.
+one value per variable, in declaration order. Guards, effects, invariants and
+step properties are expressions (``_expr``): their text, what they read and
+write, a guard's parts and cases are derived from them, and so is the code
+that runs them: each declaration's own compiled function (``Guard.fn``,
+``Effect.fn``: variables and parameters as mappings, an effect's dict of the
+variables it writes), and the successor function generated for the whole
+machine (``_compiled``) that ``Protocol.enabled`` and the explorers run.
 
 Everything is checked when the declaration is made (see ``_validate``) and a
 broken declaration raises :class:`DeclarationError` naming the problem.
