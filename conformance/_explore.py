@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..model._compiled import compile_machine
 from ..model._core import (
-    NO_EFFECT,
     Config,
     Params,
     Protocol,
@@ -72,6 +72,7 @@ from ..model._core import (
     StepProperty,
     Transition,
     Value,
+    lockstep_only,
 )
 from . import _itf
 from ._paused import gc_paused
@@ -158,41 +159,28 @@ class _Local:
 
     def _expand_table(self, limit: int | None, domains: list[frozenset[Value]],
                       terminal: frozenset[str]) -> int:
-        """:meth:`_expand` for the table's own successor function, compiled.
+        """:meth:`_expand` for the table's own successor function, generated.
 
         The same semantics as ``Protocol.enabled`` (per state, each parameter choice takes the
-        first transition of its trigger group whose guards pass), evaluated on plain tuples:
-        each state's plan is flattened once into guard functions, effect and destination, a
-        configuration is interned as ``(state, values)``, and its variables are put in a dict
-        once, when it is first reached, for the guards, invariants and step properties."""
+        first transition of its trigger group whose guards pass), run by the functions
+        ``model._compiled`` generates from the declaration's expressions: one per control
+        state over the plain values tuple, with the parameters, the step's label and the
+        variables it does not write folded in, the step properties each step breaks computed
+        in the same function, and the invariants in one more."""
         p = self.protocol
-        index = p._index
-        names = tuple(index)
-        props = tuple(enumerate(sp.fn for sp in p.step_properties)) if self.checks else ()
+        gen = compile_machine(p, step_properties=self.checks)
         keys: dict[int, TransitionKey] = {}
-        plans: dict[str, tuple[tuple[Params, tuple[tuple[tuple[Any, ...], Any, Any, Transition,
-                                                        TransitionKey], ...]], ...]] = {}
-        for state, plan in p._plan.items():
-            plans[state] = tuple(
-                (params, tuple((tuple(g.fn for g in t.guards),
-                                None if t.effect is NO_EFFECT else t.effect.fn, t.dest, t,
-                                keys.get(id(t)) or keys.setdefault(id(t), _transition_key(t)))
-                               for t in fitting))
-                for params, fitting in plan)
+        label_of = [(t, params, keys.get(id(t)) or keys.setdefault(id(t), _transition_key(t)),
+                     t.sync, t.trigger) for t, params in gen.labels]
+        successors = gen.successors
+        invariants = gen.broken_invariants if self.checks else None
+        pairs = [(t, params) for t, params in gen.labels]
         ids: dict[tuple[str, tuple[Value, ...]], int] = {}
-        snaps: list[Snapshot] = []
         configs, labels, label_dest = self.configs, self.labels, self.label_dest
-
-        def intern(state: str, values: tuple[Value, ...]) -> int:
-            key = (state, values)
-            cid = ids.get(key)
-            if cid is None:
-                cid = ids[key] = len(configs)
-                configs.append(Config(state, values))
-                snaps.append(Snapshot(state, dict(zip(names, values, strict=True))))
-            return cid
-
-        intern(p.initial, p.initial_config().values)
+        add_label, add_dest, starts = labels.append, label_dest.append, self.label_start
+        add_config = configs.append
+        ids[(p.initial, p.initial_config().values)] = 0
+        add_config(p.initial_config())
         head = 0
         while head < len(configs):
             if limit is not None and head >= limit:
@@ -201,56 +189,44 @@ class _Local:
             c = configs[head]
             cid = head
             head += 1
-            before = snaps[cid]
-            state, values, v = c.state, c.values, before.v
-            outside = self._check(c, before, domains, terminal)
+            state, values = c.state, c.values
+            outside = self._check(c, None, domains, terminal,
+                                  () if invariants is None else invariants(state, values))
             moves: dict[int, int] = {}
             syncs: list[tuple[int, int, int]] = []
             bad: list[tuple[int, bool, tuple[int, ...]]] = []
-            fired: set[TransitionKey] = set()
+            lids: set[int] = set()
             loop = False
-            self.label_start.append(len(labels))
+            starts.append(len(labels))
             # Outside a domain: not expanded when checking (reported; past its bounds the
             # space may be infinite); a walk without checks goes on, as Protocol.enabled does.
-            for params, fitting in () if outside and self.checks else plans.get(state, ()):
-                for guards, effect, dest, t, tkey in fitting:
-                    for g in guards:
-                        if not g(v, params):
-                            break
-                    else:
-                        after_values = values
-                        if effect is not None:
-                            updates = effect(v, params)
-                            if updates:
-                                changed = list(values)
-                                for name, value in updates.items():
-                                    changed[index[name]] = value
-                                after_values = tuple(changed)
-                        d = intern(state if dest is None else dest, after_values)
-                        label = len(labels)
-                        labels.append((t, params))
-                        label_dest.append(d)
-                        fired.add(tkey)
-                        after = snaps[d]
-                        broken: tuple[int, ...] = ()
-                        for k, fn in props:  # a plain loop: called for every label
-                            if not fn(before, t, params, after):
-                                broken += (k,)
-                        if broken:
-                            bad.append((label, t.sync, broken))
-                        if t.sync:
-                            syncs.append((self._sync_id(t.trigger, params), d, label))
-                        elif d == cid:
-                            loop = True
-                        else:
-                            moves.setdefault(d, label)
-                        break
+            steps = () if outside and self.checks else successors[state](values) \
+                if state in successors else ()
+            for lid, dest, after_values, broken in steps:
+                key = (dest, after_values)
+                d = ids.get(key)
+                if d is None:  # a new configuration (interned inline: this loop is the hot one)
+                    d = ids[key] = len(configs)
+                    add_config(Config(dest, after_values))
+                label = len(labels)
+                add_label(pairs[lid])
+                add_dest(d)
+                lids.add(lid)
+                _t, params, _tkey, sync, trigger = label_of[lid]
+                if broken:
+                    bad.append((label, sync, broken))
+                if sync:
+                    syncs.append((self._sync_id(trigger, params), d, label))
+                elif d == cid:
+                    loop = True
+                elif d not in moves:
+                    moves[d] = label
             self.moves.append(tuple(moves.items()))
             self.moveset.append(frozenset(moves))
             self.selfloop.append(loop)
             self.syncs.append(tuple(syncs))
             self.bad_steps.append(tuple(bad))
-            self.fired.append(frozenset(fired))
+            self.fired.append(frozenset(label_of[lid][2] for lid in lids))
         return head
 
     def _expand(self, successors: Successors, limit: int | None, domains: list[frozenset[Value]],
@@ -326,12 +302,17 @@ class _Local:
                     queue.append(p)
         return good
 
-    def _check(self, c: Config, snap: Snapshot, domains: list[frozenset[Value]],
-               terminal: frozenset[str]) -> bool:
-        """Record what ``c`` breaks and whether it counts as settled; True if outside a domain."""
+    def _check(self, c: Config, snap: Snapshot | None, domains: list[frozenset[Value]],
+               terminal: frozenset[str], invariants: tuple[int, ...] | None = None) -> bool:
+        """Record what ``c`` breaks and whether it counts as settled; True if outside a domain.
+        ``invariants``: the broken ones, already computed (else evaluated on ``snap``)."""
         p = self.protocol
-        broken = [(INVARIANT, i) for i, inv in enumerate(p.invariants)
-                  if self.checks and not inv.fn(c.state, snap.v)]
+        if invariants is not None:
+            broken = [(INVARIANT, i) for i in invariants]
+        else:
+            snap = snap or p.snapshot(c)
+            broken = [(INVARIANT, i) for i, inv in enumerate(p.invariants)
+                      if self.checks and not inv.fn(c.state, snap.v)]
         try:
             outside = [(DOMAIN, i) for i, x in enumerate(c.values) if x not in domains[i]]
         except TypeError:  # an unhashable value: certainly not one of the declared values
@@ -651,6 +632,9 @@ class ExploreResult:
     unreached_states: list[Finding]
     unfired_transitions: list[Finding]
     _space: _Space = field(repr=False, compare=False)
+    # Properties no declared effect can break: exploring cannot fail them, so they are not
+    # reported as passing here but as checked by lockstep only.
+    lockstep_only: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -679,6 +663,7 @@ class ExploreResult:
             "traps": [f.to_json() for f in self.traps],
             "unreached_states": [f.to_json() for f in self.unreached_states],
             "unfired_transitions": [f.to_json() for f in self.unfired_transitions],
+            "lockstep_only": self.lockstep_only,
         }
 
     def iter_steps(self) -> Iterator[tuple[tuple[Config, ...], TraceStep, tuple[Config, ...]]]:
@@ -793,7 +778,8 @@ def _run(protocol: Protocol, successors: Successors, instances: int, max_states:
         model=protocol.name, bounds=bounds, states=len(space.keys), edges=space.edges,
         seconds=round(seconds, 6), states_per_second=round(len(space.keys) / seconds, 1) if seconds else 0.0,
         violations=violations, deadlocks=deadlocks, traps=traps, unreached_states=unreached,
-        unfired_transitions=unfired, _space=space)
+        unfired_transitions=unfired, _space=space,
+        lockstep_only=lockstep_only(protocol.unbreakable()))
 
 
 # --------------------------------------------------------------------------

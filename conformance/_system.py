@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from ..model._core import Config, DeclarationError, Step, Value
+from ..model._compiled import compile_machine
+from ..model._core import Config, DeclarationError, Step, Value, lockstep_only
 from ..model._system import System, SystemConfig, SystemStep
 from . import _itf
 from ._paused import gc_paused
@@ -144,6 +145,8 @@ class SystemResult:
     complete: bool
     findings: list[SystemFinding] = field(default_factory=list)
     independent_product: bool = False
+    # Properties no declared step can break: not passing, checked by lockstep only.
+    lockstep_only: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -161,7 +164,8 @@ class SystemResult:
                 "states_per_second": round(self.states_per_second),
                 "complete": self.complete, "ok": self.ok,
                 "independent_product": self.independent_product,
-                "findings": [f.to_json() for f in self.findings]}
+                "findings": [f.to_json() for f in self.findings],
+                "lockstep_only": self.lockstep_only}
 
 
 class _Move:
@@ -188,7 +192,8 @@ class _Space:
         self.machine = system.machine
         self.ids: dict[Config, int] = {}
         self.configs: list[Config] = []
-        self.steps: dict[Config, tuple[Step, ...]] = {}
+        self.steps: dict[Config, tuple[tuple[Step, tuple[int, ...]], ...]] = {}
+        self.gen = compile_machine(self.machine)
         self.broken: list[tuple[str, ...]] = []  # per local id: broken machine invariants
         self.terminal: list[bool] = []
         self.shared_idx = system._shared_idx
@@ -216,8 +221,9 @@ class _Space:
         if i is None:
             i = self.ids[c] = len(self.configs)
             self.configs.append(c)
-            v = self.machine.view(c)
-            self.broken.append(tuple(x.name for x in self.machine.invariants if not x.fn(c.state, v)))
+            invariants = self.machine.invariants
+            self.broken.append(tuple(invariants[k].name
+                                     for k in self.gen.broken_invariants(c.state, c.values)))
             self.terminal.append(c.state in self.machine.terminal_states)
             for k in range(len(self.perms)):
                 self.images[k].append(-1)
@@ -267,11 +273,22 @@ class _Space:
                                     for i in ids])))
         return sum(map(_arrangements, forms))
 
-    def local(self, c: Config) -> tuple[Step, ...]:
+    def local(self, c: Config) -> tuple[tuple[Step, tuple[int, ...]], ...]:
+        """The machine's steps from ``c`` with the step properties each breaks, from the
+        successor function generated for the machine (the one ``Protocol.enabled`` and the
+        single-machine explorer run)."""
         s = self.steps.get(c)
         if s is None:
-            s = self.steps[c] = tuple(self.machine.enabled(c))
+            succ = self.gen.successors.get(c.state)
+            labels = self.gen.labels
+            s = self.steps[c] = () if succ is None else tuple(
+                (Step(labels[lid][0], labels[lid][1], Config(dest, values)), bad)
+                for lid, dest, values, bad in succ(c.values))
         return s
+
+    def local_steps(self, c: Config) -> tuple[Step, ...]:
+        """:meth:`local` without the broken step properties (``System.enabled``'s ``local``)."""
+        return tuple(s for s, _broken in self.local(c))
 
     def config(self, key: tuple[Any, ...]) -> SystemConfig:
         ids, shared = key
@@ -284,15 +301,13 @@ class _Space:
         if m is None:
             cfg = self.configs[c]
             before = tuple(cfg.values[k] for k in self.shared_idx)
-            b = self.machine.snapshot(cfg)
+            names = [p.name for p in self.machine.step_properties]
             out = []
-            for s in self.local(cfg):
+            for s, broken in self.local(cfg):
                 if any(n in s.params and s.params[n] != x for n, x in bound.items()):
                     continue
                 after = tuple(s.after.values[k] for k in self.shared_idx)
-                a = self.machine.snapshot(s.after)
-                props = tuple(p.name for p in self.machine.step_properties
-                              if not p.fn(b, s.transition, s.params, a))
+                props = tuple(names[k] for k in broken)
                 out.append(_Move(s, self.intern(s.after), after if after != before else None, props))
             m = self._moves[key] = tuple(out)
         return m
@@ -568,7 +583,7 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
         map(itemgetter(0), itertools.islice(keys, visited))).items()) if symmetry else visited)
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
-                        findings)
+                        findings, lockstep_only=lockstep_only(system.unbreakable()))
 
 
 def _findings(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],
@@ -679,7 +694,7 @@ def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], par
     configs = [cfg]
     steps: list[SystemTraceStep] = []
     for nxt in chain[1:]:
-        for step in system.enabled(cfg, sp.local):
+        for step in system.enabled(cfg, sp.local_steps):
             a = step.after
             if sp.canon(tuple(sp.intern(c) for c in a.instances), a.shared) == nxt:
                 steps.append(label(step))
@@ -689,7 +704,7 @@ def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], par
         else:  # pragma: no cover - the canonical path always has a concrete witness
             raise AssertionError(f"{system.name}: no concrete step to a path state")
     if last is not None:
-        for step in system.enabled(cfg, sp.local):
+        for step in system.enabled(cfg, sp.local_steps):
             a = step.after
             if sp.canon(tuple(sp.intern(c) for c in a.instances), a.shared) != last[0]:
                 continue

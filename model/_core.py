@@ -8,9 +8,13 @@ diagrams, the spec, the explorer) reads this table and nothing else, so a
 behaviour that is not in the table does not exist.
 
 A *configuration* of a machine is a :class:`Config`: the control state plus
-one value per variable, in declaration order. Guards and effects see the
-variables as a read-only mapping and the transition's parameters as another;
-an effect returns only the variables it changes.
+one value per variable, in declaration order. Guards, effects, invariants and
+step properties are expressions (``_expr``): their text, what they read and
+write, a guard's parts and cases are derived from them, and so is the code
+that runs them: each declaration's own compiled function (``Guard.fn``,
+``Effect.fn``: variables and parameters as mappings, an effect's dict of the
+variables it writes), and the successor function generated for the whole
+machine (``_compiled``) that ``Protocol.enabled`` and the explorers run.
 
 Everything is checked when the declaration is made (see ``_validate``) and a
 broken declaration raises :class:`DeclarationError` naming the problem.
@@ -22,22 +26,21 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from . import _expr as x
+from ._errors import DeclarationError as DeclarationError
+from ._errors import ModelError as ModelError
+from ._expr import Expr
 from ._rules import RULES
+
+if TYPE_CHECKING:
+    from ._compiled import CompiledMachine
 
 Value: TypeAlias = Any  # a hashable value from a variable's or a parameter's finite domain
 Vars: TypeAlias = Mapping[str, Value]
 Params: TypeAlias = Mapping[str, Value]
 NO_PARAMS: Params = MappingProxyType({})
-
-
-class ModelError(Exception):
-    """Root of the model's errors."""
-
-
-class DeclarationError(ModelError, ValueError):
-    """A protocol declaration is broken; the message names the part and the fix."""
 
 
 class IllegalTransition(ModelError, ValueError):
@@ -85,25 +88,53 @@ class Param:
     meaning: str
 
 
+def _expression(what: str, e: object) -> Expr:
+    """``e`` as an expression; a Python callable (the old declarations) is refused."""
+    if callable(e) and not isinstance(e, Expr):
+        raise DeclarationError(f"{what} is a Python callable; declare it as an expression "
+                               "(V.name, P.name, ... with & | ~ == < + and friends)")
+    return x.lift(e)
+
+
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """A named condition. ``reads`` lists every variable and parameter it looks at."""
+    """A named condition, an expression; its text, reads, parts and cases are derived from it.
+
+    ``reads`` lists every variable and parameter it looks at. A top-level ``&`` gives its
+    ``parts`` (a caller may be refused for any one of them, so the kit probes a refusal where
+    each part fails alone: a lease held but stale, not only no lease at all), a top-level
+    ``|`` its ``cases`` (coverage counts which alternative let a step through, so "fired"
+    means every way). Both are (text, predicate) pairs."""
 
     name: str
-    text: str
-    fn: Callable[[Vars, Params], bool]
-    reads: tuple[str, ...] = ()
+    expr: Expr = field(compare=False)
     # A model bound (not a protocol rule): it only keeps the explored space finite. A
     # synchronised step in a system is not taken where a bound alone would make it skip an
     # instance it concerns (see ``_system``).
     bound: bool = False
-    # A disjunction's alternatives, each (name, predicate): the guard holds when one does.
-    # Coverage counts which alternative let a step through, so "fired" means every way.
-    cases: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = ()
-    # A conjunction's parts, each (name, predicate): the guard holds when all do. A caller
-    # may be refused for any one of them, so the kit probes a refusal where each part
-    # fails alone (a lease held but stale, not only no lease at all).
-    parts: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = ()
+    text: str = field(init=False)
+    reads: tuple[str, ...] = field(init=False, compare=False)
+    fn: Callable[[Vars, Params], bool] = field(init=False, compare=False, repr=False)
+    parts: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = field(
+        init=False, compare=False, repr=False)
+    cases: tuple[tuple[str, Callable[[Vars, Params], bool]], ...] = field(
+        init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        e = _expression(f"guard {self.name!r}", self.expr)
+        set_ = object.__setattr__
+        set_(self, "expr", e)
+        set_(self, "text", e.text())
+        set_(self, "reads", x.names(e.refs()))
+        set_(self, "fn", x.compile_fn(f"guard {self.name}", x.GUARD, e))
+
+        def alternatives(items: tuple[Expr, ...]) -> tuple[tuple[str, Callable[..., bool]], ...]:
+            if len(items) < 2:
+                return ()
+            return tuple((i.text(), x.compile_fn(f"guard {self.name}", x.GUARD, i)) for i in items)
+
+        set_(self, "parts", alternatives(x.conjuncts(e)))
+        set_(self, "cases", alternatives(x.disjuncts(e)))
 
     def __call__(self, v: Vars, p: Params) -> bool:
         return self.fn(v, p)
@@ -126,16 +157,54 @@ class Guard:
         return None
 
 
+def _assignment_text(name: str, e: Expr) -> str:
+    """``x += 1``, ``held[worker] := e``, ``x := e when c`` where the expression says so."""
+    def same(y: object) -> bool:
+        return isinstance(y, x.Var) and y.space in ("V", "S") and y.name == name
+
+    if isinstance(e, x.Arith) and same(e.args[1]):
+        return f"{name} {e.args[0]}= {e.args[2]._wrap(x._ADD + 1)}"
+    if isinstance(e, x.Update) and same(e.args[0]):
+        return f"{name}[{e.args[1].text()}] := {e.args[2].text()}"
+    if isinstance(e, x.IfElse) and same(e.args[2]):
+        return f"{_assignment_text(name, e.args[1])} if {e.args[0].text()}"
+    return f"{name} := {e.text()}"
+
+
 @dataclass(frozen=True, slots=True)
 class Effect:
-    text: str
-    fn: Callable[[Vars, Params], Mapping[str, Value]]
+    """What a step writes: each variable's new value, an expression over the values before the
+    step (every right side reads the configuration before the step, as one assignment)."""
+
+    updates: Mapping[str, object] = field(compare=False)
+    text: str = field(init=False)
+    writes: tuple[str, ...] = field(init=False, compare=False)
+    reads: tuple[str, ...] = field(init=False, compare=False)
+    fn: Callable[[Vars, Params], Mapping[str, Value]] = field(init=False, compare=False,
+                                                             repr=False)
+
+    def __post_init__(self) -> None:
+        if callable(self.updates) or isinstance(self.updates, str):
+            raise DeclarationError("an effect is a mapping from variable name to expression, "
+                                   f"not {self.updates!r}")
+        items = tuple((str(k), _expression(f"the effect on {k!r}", e))
+                      for k, e in dict(self.updates).items())
+        set_ = object.__setattr__
+        set_(self, "updates", MappingProxyType(dict(items)))
+        set_(self, "text", "; ".join(_assignment_text(k, e) for k, e in items)
+             or "nothing changes")
+        set_(self, "writes", tuple(k for k, _ in items))
+        set_(self, "reads", x.names(r for _, e in items for r in e.refs()))
+        set_(self, "fn", x.compile_fn("effect", x.GUARD, updates=items))
 
     def __call__(self, v: Vars, p: Params) -> Mapping[str, Value]:
         return self.fn(v, p)
 
+    def refs(self) -> tuple[x.Ref, ...]:
+        return tuple(dict.fromkeys(r for e in self.updates.values() for r in x.lift(e).refs()))
 
-NO_EFFECT = Effect("nothing changes", lambda v, p: {})
+
+NO_EFFECT = Effect({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +232,7 @@ class Transition:
 
     @property
     def guard_text(self) -> str:
-        return " and ".join(g.text for g in self.guards) if self.guards else ""
+        return " and ".join(g.expr._wrap(x._AND + 1) for g in self.guards)
 
     def target(self, source: str) -> str:
         return source if self.dest is None else self.dest
@@ -176,12 +245,23 @@ class Transition:
 
 @dataclass(frozen=True, slots=True)
 class Invariant:
-    """A predicate every reachable configuration satisfies."""
+    """A predicate every reachable configuration satisfies: an expression over ``V`` and
+    ``STATE``. ``meaning`` says it in words; ``text`` is the expression's."""
 
     name: str
-    text: str
+    meaning: str
     rules: tuple[str, ...]
-    fn: Callable[[str, Vars], bool]
+    expr: Expr = field(compare=False)
+    text: str = field(init=False)
+    reads: tuple[str, ...] = field(init=False, compare=False)
+    fn: Callable[[str, Vars], bool] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        e = _expression(f"invariant {self.name!r}", self.expr)
+        object.__setattr__(self, "expr", e)
+        object.__setattr__(self, "text", e.text())
+        object.__setattr__(self, "reads", x.names(e.refs()))
+        object.__setattr__(self, "fn", x.compile_fn(f"invariant {self.name}", x.INVARIANT, e))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,12 +274,25 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class StepProperty:
-    """A predicate every step satisfies: (before, transition, params, after)."""
+    """A predicate every step satisfies: an expression over ``B`` (before), ``A`` (after),
+    ``P`` (the step's parameters, none where the step has no such parameter) and ``T`` (its
+    trigger and actor). ``meaning`` says it in words; ``text`` is the expression's."""
 
     name: str
-    text: str
+    meaning: str
     rules: tuple[str, ...]
-    fn: Callable[[Snapshot, Transition, Params, Snapshot], bool]
+    expr: Expr = field(compare=False)
+    text: str = field(init=False)
+    reads: tuple[x.Ref, ...] = field(init=False, compare=False)
+    fn: Callable[[Snapshot, Transition, Params, Snapshot], bool] = field(
+        init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        e = _expression(f"step property {self.name!r}", self.expr)
+        object.__setattr__(self, "expr", e)
+        object.__setattr__(self, "text", e.text())
+        object.__setattr__(self, "reads", e.refs())
+        object.__setattr__(self, "fn", x.compile_fn(f"step property {self.name}", x.STEP, e))
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +335,7 @@ class Protocol:
     # ``enabled`` once per configuration and the parameter products dominated its cost.
     _plan: dict[str, tuple[tuple[Params, tuple[Transition, ...]], ...]] = field(
         init=False, repr=False, compare=False)
+    _gen: CompiledMachine | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {v.name: i for i, v in enumerate(self.variables)})
@@ -291,6 +385,20 @@ class Protocol:
             (r for p in self.step_properties for r in p.rules))
         return tuple(sorted(set(cited), key=rule_sort_key))
 
+    def writes(self) -> frozenset[str]:
+        """Every variable some declared effect writes."""
+        return frozenset(w for t in self.transitions for w in t.effect.writes)
+
+    def unbreakable(self) -> tuple[Invariant | StepProperty, ...]:
+        """The properties no declared step can break: they read neither the control state
+        nor the step's label or parameters, and no declared effect writes what they read.
+        Their value is the initial configuration's on every state and step the explorer can
+        reach, so exploring cannot fail them: only lockstep, against an implementation that
+        may write those variables, checks them."""
+        props: tuple[Invariant | StepProperty, ...] = (*self.invariants, *self.step_properties)
+        return tuple(prop for prop in props
+                     if constant_over(prop.expr, self.writes(), ("V", "B", "A")))
+
     # -- configurations ------------------------------------------------------
     def initial_config(self) -> Config:
         return Config(self.initial, tuple(v.initial for v in self.variables))
@@ -329,12 +437,35 @@ class Protocol:
 
     # -- the successor function (the semantics every view shares) -------------
     def enabled(self, config: Config) -> Iterator[Step]:
-        """Every step the configuration allows, honouring priorities."""
+        """Every step the configuration allows, honouring priorities: the generated successor
+        function (``_compiled``), the one the explorer runs."""
+        gen = self.compiled()
+        successors = gen.successors.get(config.state)
+        if successors is None:
+            return
+        labels = gen.labels
+        for lid, dest, values, _broken in successors(config.values):
+            t, params = labels[lid]
+            yield Step(t, params, Config(dest, values))
+
+    def enabled_by_guards(self, config: Config) -> Iterator[Step]:
+        """:meth:`enabled` evaluated guard by guard (each declaration's own compiled
+        function, as ``fire`` does); a test holds the two equal on every reachable
+        configuration."""
         v = self.view(config)
         for params, fitting in self._plan.get(config.state, ()):
             step = self._first_enabled(fitting, config, v, params)
             if step is not None:
                 yield step
+
+    def compiled(self) -> CompiledMachine:
+        """The generated successor and invariant functions, compiled on first use."""
+        gen = self._gen
+        if gen is None:
+            from ._compiled import compile_machine
+            gen = compile_machine(self, step_properties=False)
+            object.__setattr__(self, "_gen", gen)
+        return gen
 
     def fire(self, config: Config, trigger: str, params: Params = NO_PARAMS) -> Step:
         """The step ``trigger`` takes from ``config``, or :class:`IllegalTransition`."""
@@ -375,6 +506,26 @@ class Protocol:
             f"{self.name}: cannot {trigger}{shown} in state '{config.state}': {why}; "
             f"enabled here: {list(enabled)}",
             trigger=trigger, state=config.state, failed_guards=failed, enabled=enabled)
+
+
+def constant_over(e: Expr, written: frozenset[str], spaces: tuple[str, ...]) -> bool:
+    """True when ``e`` reads only variables (of ``spaces``) that nothing writes: not the state,
+    a step's label or parameters, nor a variable in ``written``."""
+    for space, name in e.refs():
+        if space not in spaces or name == "state" or name == "*" or name in written:
+            return False
+    return True
+
+
+def lockstep_only(props: Iterable[Invariant | StepProperty | Any]) -> list[dict[str, Any]]:
+    """The report of properties exploring cannot fail (see :meth:`Protocol.unbreakable`)."""
+    kinds = {Invariant: "invariant", StepProperty: "step_property"}
+    return [{"kind": kinds.get(type(prop), "system_invariant"), "name": prop.name,
+             "rules": list(prop.rules),
+             "reads": sorted({n for _, n in prop.expr.refs()}),
+             "why": "no declared effect writes what it reads: exploring cannot fail it; "
+                    "lockstep checks it against the implementation"}
+            for prop in props]
 
 
 def _by_trigger(transitions: Iterable[Transition]) -> Iterator[tuple[str, list[Transition]]]:

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from . import _expr as x
 from ._core import (
     NO_EFFECT,
     NO_PARAMS,
@@ -57,17 +58,21 @@ from ._core import (
     DeclarationError,
     Effect,
     Guard,
+    Invariant,
     ModelError,
     Param,
     Params,
     Protocol,
     Step,
+    StepProperty,
     Transition,
     Value,
     Variable,
     Vars,
+    _expression,
     check_rules,
 )
+from ._expr import Expr
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,22 +106,43 @@ class Refinement:
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """A machine parameter whose value the system's variables decide."""
+    """A machine parameter whose value the system's variables decide: an expression over ``S``."""
 
     param: str
-    text: str
-    fn: Callable[[Vars], Value]
-    reads: tuple[str, ...]
+    expr: Expr = field(compare=False)
+    text: str = field(init=False)
+    reads: tuple[str, ...] = field(init=False, compare=False)
+    fn: Callable[[Vars], Value] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        e = _expression(f"binding of {self.param!r}", self.expr)
+        object.__setattr__(self, "expr", e)
+        object.__setattr__(self, "text", e.text())
+        object.__setattr__(self, "reads", x.names(e.refs()))
+        object.__setattr__(self, "fn", x.compile_fn(f"binding {self.param}", x.BINDING, e))
 
 
 @dataclass(frozen=True, slots=True)
 class SystemInvariant:
-    """A predicate over every instance at once (``states``, ``views``) and the system's variables."""
+    """A predicate over every instance at once and the system's variables: an expression over
+    ``S`` and, inside ``total``/``count``/``every``/``some``, ``I`` (each instance)."""
 
     name: str
-    text: str
+    meaning: str
     rules: tuple[str, ...]
-    fn: Callable[[tuple[str, ...], tuple[Vars, ...], Vars], bool]
+    expr: Expr = field(compare=False)
+    text: str = field(init=False)
+    reads: tuple[x.Ref, ...] = field(init=False, compare=False)
+    fn: Callable[[tuple[str, ...], tuple[Vars, ...], Vars], bool] = field(
+        init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        e = _expression(f"system invariant {self.name!r}", self.expr)
+        object.__setattr__(self, "expr", e)
+        object.__setattr__(self, "text", e.text())
+        object.__setattr__(self, "reads", e.refs())
+        object.__setattr__(self, "fn", x.compile_fn(f"system invariant {self.name}",
+                                                    x.SYSTEM_INVARIANT, e))
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +254,22 @@ class System:
     def terminal(self, config: SystemConfig) -> bool:
         term = self.machine.terminal_states
         return all(c.state in term for c in config.instances)
+
+    def unbreakable(self) -> tuple[Invariant | StepProperty | SystemInvariant, ...]:
+        """The machine's and the system's properties no declared step of the system can break
+        (see ``Protocol.unbreakable``): a system invariant that reads only system variables
+        nothing writes (no system step, refinement or mutex) and instance variables no
+        machine effect writes, and never an instance's state."""
+        writes = self.machine.writes()
+        steps: tuple[SharedTransition | Refinement, ...] = (*self.transitions, *self.refinements)
+        own = {w for t in steps for w in t.effect.writes}
+        if self.mutex is not None:
+            own.add(self.mutex.variable)
+        system = tuple(i for i in self.invariants
+                       if all((sp == "S" and n not in own) or (sp == "I" and n != "state"
+                                                                  and n not in writes)
+                              for sp, n in i.expr.refs()))
+        return (*self.machine.unbreakable(), *system)
 
     def broken_invariants(self, config: SystemConfig) -> tuple[SystemInvariant, ...]:
         if not self.invariants:
@@ -359,8 +401,8 @@ def _replace(values: tuple[Value, ...], index: Mapping[str, int],
     if not updates:
         return values
     out = list(values)
-    for name, x in updates.items():
-        out[index[name]] = x
+    for name, value in updates.items():
+        out[index[name]] = value
     return tuple(out)
 
 

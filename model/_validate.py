@@ -1,25 +1,28 @@
 """Checks a declaration when it is built; every failure is a ``DeclarationError``.
 
 Checked: unique names; declared sources, destinations and initial state;
-variable initial values inside their domains; known rule IDs; guards that
-read only what they declare, and whose declared parts say what they say;
-every state reachable in the protocol graph;
+variable initial values inside their domains; known rule IDs; guards,
+effects and properties that read only declared variables and parameters and
+are typed against their domains (a condition is a truth value, an effect
+writes a value of its variable's kind, a constant compared with a variable
+is one of its values); every state reachable in the protocol graph;
 terminal states without exits and non-terminal states with at least one;
 and no two transitions with the same trigger and source that can both be
 enabled by one valuation unless they declare different priorities.
 
-The ambiguity check is exact and cheap because every guard declares the
-variables and parameters it reads: only the product of those domains is
+The ambiguity check is exact and cheap because every guard's expression says
+the variables and parameters it reads: only the product of those domains is
 enumerated, never the whole configuration space.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ._core import DeclarationError, Guard, Transition, Value, check_rules
+from ._core import DeclarationError, Transition, Value, check_rules
+from ._expr import Env, Ref, check, lift
 
 if TYPE_CHECKING:
     from ._core import Protocol
@@ -32,9 +35,8 @@ def validate(p: Protocol) -> None:
     _domains(p)
     _rule_ids(p)
     for t in p.transitions:
-        for g in t.guards:
-            _guard_reads(p, t, g)
-            _guard_parts(p, t, g)
+        _transition_types(p, t)
+    _property_types(p)
     _reachability(p)
     _exits(p)
     _ambiguity(p)
@@ -96,15 +98,45 @@ def _rule_ids(p: Protocol) -> None:
         check_rules(s.rules, f"{p.name}: step property {s.name!r}")
 
 
-class _Only(dict[str, Value]):
-    """A mapping that names the guard when it reads something it did not declare."""
+def _env(p: Protocol, t: Transition, where: str) -> Env:
+    domains: dict[Ref, tuple[Value, ...]] = {("V", v.name): v.domain for v in p.variables}
+    domains.update({("P", prm.name): prm.domain for prm in t.params})
+    return Env(where, domains)
 
-    def __init__(self, values: dict[str, Value], where: str) -> None:
-        super().__init__(values)
-        self.where = where
 
-    def __missing__(self, key: str) -> Value:
-        raise DeclarationError(f"{self.where} reads {key!r} but does not declare it in reads=")
+def _transition_types(p: Protocol, t: Transition) -> None:
+    """Every guard reads only declared variables and the step's parameters, and is a truth
+    value; every effect writes declared variables with values of their kind."""
+    for g in t.guards:
+        check(g.expr, _env(p, t, f"{p.name}: guard {g.name!r} of {t.trigger!r}"))
+    domains = {v.name: v.domain for v in p.variables}
+    where = f"{p.name}: effect of {t.trigger!r} ({t.effect.text})"
+    for name, e in t.effect.updates.items():
+        if name not in domains:
+            raise DeclarationError(f"{where} writes {name!r}, which is not a variable; the "
+                                   f"variables are {sorted(domains)}")
+        check(lift(e), _env(p, t, where), expect="value", into=domains[name])
+
+
+def _property_types(p: Protocol) -> None:
+    states = p.state_names
+    for i in p.invariants:
+        env = Env(f"{p.name}: invariant {i.name!r}",
+                  {**{("V", v.name): v.domain for v in p.variables}, ("STATE", "state"): states})
+        check(i.expr, env)
+    params: dict[str, set[Value]] = {}
+    for t in p.transitions:
+        for prm in t.params:
+            params.setdefault(prm.name, {None}).update(prm.domain)
+    snap: dict[Ref, Iterable[Value]] = {}
+    for side in ("B", "A"):
+        snap.update({(side, v.name): v.domain for v in p.variables})
+        snap[(side, "state")] = states
+    snap.update({("P", n): tuple(d) for n, d in params.items()})
+    snap[("T", "trigger")] = p.triggers()
+    snap[("T", "actor")] = tuple({t.actor for t in p.transitions})
+    for sp in p.step_properties:
+        check(sp.expr, Env(f"{p.name}: step property {sp.name!r}", snap))
 
 
 def _domain_of(p: Protocol, t: Transition, name: str) -> tuple[Value, ...]:
@@ -114,8 +146,8 @@ def _domain_of(p: Protocol, t: Transition, name: str) -> tuple[Value, ...]:
     for v in p.variables:
         if v.name == name:
             return v.domain
-    raise DeclarationError(f"{p.name}: guard of {t.trigger!r} declares it reads {name!r}, "
-                           "which is neither a variable nor a parameter of the transition")
+    raise DeclarationError(f"{p.name}: guard of {t.trigger!r} reads {name!r}, which is neither "
+                           "a variable nor a parameter of the transition")
 
 
 def _valuations(p: Protocol, t: Transition, names: tuple[str, ...]) -> Iterator[dict[str, Value]]:
@@ -128,47 +160,6 @@ def _split(t: Transition, valuation: dict[str, Value]) -> tuple[dict[str, Value]
     pnames = {prm.name for prm in t.params}
     return ({k: x for k, x in valuation.items() if k not in pnames},
             {k: x for k, x in valuation.items() if k in pnames})
-
-
-def _guard_reads(p: Protocol, t: Transition, g: Guard) -> None:
-    where = f"{p.name}: guard {g.name!r} of {t.trigger!r}"
-    for valuation in itertools.islice(_valuations(p, t, g.reads), 64):
-        v, prm = _split(t, valuation)
-        try:
-            g(_Only(v, where), _Only(prm, where))
-        except DeclarationError:
-            raise
-        except Exception as exc:  # a guard must be total over its declared domains
-            raise DeclarationError(f"{where} raised {exc!r} on {valuation}") from exc
-
-
-def _guard_parts(p: Protocol, t: Transition, g: Guard) -> None:
-    """A guard's declared parts are a conjunction that says exactly what the guard says,
-    checked on every valuation of what it reads (the domains are small)."""
-    if not g.parts:
-        return
-    where = f"{p.name}: guard {g.name!r} of {t.trigger!r}"
-    names = [n for n, _ in g.parts]
-    if len(names) < 2 or len(set(names)) != len(names):
-        raise DeclarationError(f"{where} declares parts {names}; give two or more, each named "
-                               "once (a single condition needs no parts)")
-    for checked, valuation in enumerate(_valuations(p, t, g.reads), 1):
-        if checked > _MAX_PART_VALUATIONS:
-            raise DeclarationError(f"{where}: its parts cannot be checked, the guard reads more "
-                                   f"than {_MAX_PART_VALUATIONS:,} valuations; split the guard")
-        v, prm = _split(t, valuation)
-        try:
-            agree = g(v, prm) == all(fn(_Only(v, where), _Only(prm, where)) for _n, fn in g.parts)
-        except DeclarationError:
-            raise
-        except Exception as exc:  # a part must be total over the guard's declared domains
-            raise DeclarationError(f"{where}: a part raised {exc!r} on {valuation}") from exc
-        if not agree:
-            raise DeclarationError(f"{where}: its parts {names} disagree with the guard when "
-                                   f"{valuation}; the guard must hold exactly when all parts do")
-
-
-_MAX_PART_VALUATIONS = 100_000
 
 
 def _reachability(p: Protocol) -> None:

@@ -85,16 +85,14 @@ from ._core import (
     Guard,
     Invariant,
     Param,
-    Params,
     Protocol,
-    Snapshot,
     State,
     StepProperty,
     Transition,
     Value,
     Variable,
-    Vars,
 )
+from ._expr import STATE, A, B, P, T, V, minimum, unchanged, when
 
 __all__ = [
     "APPROVAL",
@@ -170,57 +168,34 @@ RESULTS: Final = ("none", "first", "rebuilt")
 # --------------------------------------------------------------------------
 # Guards and effects (small named pieces the table refers to)
 # --------------------------------------------------------------------------
-def _flag(name: str, variable: str, value: bool, text: str) -> Guard:
-    return Guard(name, text, lambda v, p: bool(v[variable]) is value, reads=(variable,))
-
-
-SHOWN = _flag("shown", "shown", True, "the approval request was shown")
-NOT_SHOWN = _flag("not_shown", "shown", False, "the approval request was not shown yet")
-DEADLINE_AHEAD = _flag("deadline_ahead", "deadline_passed", False, "the deadline has not passed")
-DEADLINE_PASSED = _flag("deadline_passed", "deadline_passed", True, "the deadline has passed")
-FIRST_RUN = _flag("first_run", "rerun", False, "the one re-run after absent is not used")
-RERUN_USED = _flag("rerun_used", "rerun", True, "the one re-run after absent is used")
-NO_CANCEL = _flag("no_cancel", "cancel_requested", False, "no cancel was requested")
-CANCEL_REQUESTED = _flag("cancel_requested", "cancel_requested", True, "a cancel was requested")
-COMPATIBLE = _flag("compatible", "contract_compatible", True,
-                   "the checkpoint's schema fingerprint is current")
-INCOMPATIBLE = _flag("incompatible", "contract_compatible", False,
-                     "the tool's contract changed since the checkpoint")
-NOTHING_COMMITTED = Guard("nothing_committed", "no business commit under this token",
-                          lambda v, p: v["commits"] == 0, reads=("commits",))
-COMMIT_RECORDED = Guard("commit_recorded", "a business commit under this token exists",
-                        lambda v, p: v["commits"] >= 1, reads=("commits",))
+SHOWN = Guard("shown", V.shown)
+NOT_SHOWN = Guard("not_shown", ~V.shown)
+DEADLINE_AHEAD = Guard("deadline_ahead", ~V.deadline_passed)
+DEADLINE_PASSED = Guard("deadline_passed", V.deadline_passed)
+FIRST_RUN = Guard("first_run", ~V.rerun)
+RERUN_USED = Guard("rerun_used", V.rerun)
+NO_CANCEL = Guard("no_cancel", ~V.cancel_requested)
+CANCEL_REQUESTED = Guard("cancel_requested", V.cancel_requested)
+COMPATIBLE = Guard("compatible", V.contract_compatible)
+INCOMPATIBLE = Guard("incompatible", ~V.contract_compatible)
+NOTHING_COMMITTED = Guard("nothing_committed", V.commits == 0)
+COMMIT_RECORDED = Guard("commit_recorded", V.commits >= 1)
 
 
 def _retry_left(auto_retries: int) -> tuple[Guard, Guard]:
     """(may retry, may not retry): exclusive, so an uncertain outcome has one next step."""
-    def may(v: Vars, p: Params) -> bool:
-        return bool(v["retries_allowed"]) and not v["cancel_requested"] \
-            and v["handler_entries"] <= auto_retries
-    reads = ("retries_allowed", "cancel_requested", "handler_entries")
-    text = f"retries on, no cancel, handler_entries <= {auto_retries}"
-    return (Guard("retry_left", text, may, reads=reads),
-            Guard("no_retry_left", f"not ({text})", lambda v, p: not may(v, p), reads=reads))
-
-
-def _set(text: str, **values: Value) -> Effect:
-    return Effect(text, lambda v, p: dict(values))
+    may = V.retries_allowed & ~V.cancel_requested & (V.handler_entries <= auto_retries)
+    return Guard("retry_left", may), Guard("no_retry_left", ~may)
 
 
 def _run(running: bool, effect: Effect = NO_EFFECT) -> Effect:
     """``effect``, and whether a runtime is inside an operation on the call afterwards (A8)."""
-    word = "true" if running else "false"
-    if effect is NO_EFFECT:
-        return Effect(f"running := {word}", lambda v, p: {"running": running})
-    fn = effect.fn
-    return Effect(f"{effect.text}; running := {word}",
-                  lambda v, p: {**fn(v, p), "running": running})
+    return Effect({**effect.updates, "running": running})
 
 
-def _enter(text: str, **values: Value) -> Effect:
+def _enter(**values: Value) -> Effect:
     """The handler is entered (again) under the same token."""
-    return Effect("handler_entries += 1" + (f"; {text}" if text else ""),
-                  lambda v, p: {"handler_entries": v["handler_entries"] + 1, **values})
+    return Effect({"handler_entries": V.handler_entries + 1, **values})
 
 
 # --------------------------------------------------------------------------
@@ -230,24 +205,22 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
     """Declare the approval machine with at most ``auto_retries`` automatic retries per run."""
     retry_left, no_retry_left = _retry_left(auto_retries)
     retry_safe = Param("retry_safe", (False, True), "whether the tool declares itself retry_safe")
-    first_result = _set("result := first (the stored first result, as stored)", result="first")
+    first_result = Effect({"result": "first"})  # the stored first result, as stored
     started = (EXECUTING, COMMITTED)
     transitions = (
         # ---- proposal and approval (A1, A2, R1, R2, V1) -----------------------
         Transition("propose", (PROPOSED,), PENDING,
                    "create the token once; checkpoint it with the normalized args, the schema "
                    "fingerprint and the deadline before anything is shown", ("A1", "W1", "W5"),
-                   effect=_run(True, Effect("token_id := original; retry_safe := tool's "
-                                            "declaration",
-                                            lambda v, p: {"token_id": "original",
-                                                          "retry_safe": p["retry_safe"]})),
+                   effect=_run(True, Effect({"token_id": "original",
+                                             "retry_safe": P.retry_safe})),
                    params=(retry_safe,)),
         # A request is shown only while it can still be approved: a restart past the
         # deadline expires the call instead of showing a request nobody may grant (A2, R2).
         Transition("show", (PENDING,), None,
                    "show the approval request (a display event keyed by run and seq)",
                    ("A1", "V1", "A2"), guards=(NOT_SHOWN, DEADLINE_AHEAD),
-                   effect=_run(False, _set("shown := true", shown=True))),
+                   effect=_run(False, Effect({"shown": True}))),
         Transition("crash_before_shown", (PENDING,), None,
                    "crash after the checkpoint, before display: the pending call survives",
                    ("R1",), guards=(NOT_SHOWN,), effect=_run(False), actor="environment",
@@ -257,7 +230,7 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    guards=(SHOWN,), effect=_run(False), actor="environment", observed_as=None),
         Transition("deadline_passes", (PENDING,), None, "the approval deadline passes",
                    ("A2", "R2"), guards=(DEADLINE_AHEAD,),
-                   effect=_set("deadline_passed := true", deadline_passed=True),
+                   effect=Effect({"deadline_passed": True}),
                    actor="environment", observed_as=None),
         Transition("approve", (PENDING,), APPROVED,
                    "approved before the deadline; the approval is checkpointed", ("A2",),
@@ -278,7 +251,7 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    "the write may have started: record the request, verify, never roll back "
                    "(the session lock lets it in only when no runtime is running the call)",
                    ("A7", "A8"),
-                   effect=_run(False, _set("cancel_requested := true", cancel_requested=True)),
+                   effect=_run(False, Effect({"cancel_requested": True})),
                    actor="user"),
         # ---- execution (A1, A5, A6, W2, W6, R3) ---------------------------------
         Transition("crash_before_handler", (APPROVED,), None,
@@ -287,14 +260,11 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition("execute", (APPROVED,), EXECUTING,
                    "checkpoint executing, then enter the handler with the original token",
                    ("A1", "A5", "W1"),
-                   effect=_run(True, Effect("handler_entries += 1; retries_allowed := retry_safe",
-                                            lambda v, p: {"handler_entries":
-                                                          v["handler_entries"] + 1,
-                                                          "retries_allowed": v["retry_safe"]}))),
+                   effect=_run(True, _enter(retries_allowed=V.retry_safe))),
         Transition("commit", (EXECUTING,), COMMITTED,
                    "the business store commits the change and the result under the token",
                    ("W6", "W1"), guards=(NO_CANCEL,),
-                   effect=Effect("commits += 1", lambda v, p: {"commits": v["commits"] + 1}),
+                   effect=Effect({"commits": V.commits + 1}),
                    actor="platform", observed_as=None),
         Transition("business_rejected", (EXECUTING,), FAILED,
                    "the business store refuses (stock, unknown sku); nothing is stored",
@@ -305,7 +275,7 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition("retry", started, None,
                    "no usable answer; a retry_safe tool resends the same token (after a "
                    "commit the store returns the first result)", ("A5", "W2"),
-                   guards=(retry_left,), effect=_enter("")),
+                   guards=(retry_left,), effect=_enter()),
         Transition(UNCERTAIN, started, RECOVERING,
                    "no usable answer and no retry: ask the business store", ("A4", "A5"),
                    guards=(FIRST_RUN, NO_CANCEL, no_retry_left)),
@@ -333,8 +303,7 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition("contract_changed", (RECOVERING,), None,
                    "a deployment changed the tool's contract", ("A4", "L5"),
                    guards=(COMPATIBLE,),
-                   effect=_run(False, _set("contract_compatible := false",
-                                           contract_compatible=False)),
+                   effect=_run(False, Effect({"contract_compatible": False})),
                    actor="environment", observed_as=None),
         Transition("contract_incompatible", (RECOVERING,), UNKNOWN,
                    "the checkpoint's arguments do not fit the current contract: stop writing",
@@ -347,8 +316,7 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    "absent: re-run once with the original token, retries off", ("A4", "A5", "A6",
                                                                                 "R4"),
                    guards=(COMPATIBLE, NOTHING_COMMITTED, FIRST_RUN, NO_CANCEL),
-                   effect=_run(True, _enter("rerun := true; retries_allowed := false",
-                                            rerun=True, retries_allowed=False))),
+                   effect=_run(True, _enter(rerun=True, retries_allowed=False))),
         Transition("lookup_absent", (RECOVERING,), CANCELLED,
                    "absent and cancel requested: the re-run has not started, so it is stopped",
                    ("A7", "A3"), guards=(COMPATIBLE, NOTHING_COMMITTED, CANCEL_REQUESTED),
@@ -450,84 +418,75 @@ def _variables(auto_retries: int) -> tuple[Variable, ...]:
 # --------------------------------------------------------------------------
 INVARIANTS: Final = (
     Invariant("at_most_one_commit", "at most one business commit per token",
-              ("W2", "W6", "A6", "R4", "R5"), lambda s, v: v["commits"] <= 1),
+              ("W2", "W6", "A6", "R4", "R5"), V.commits <= 1),
     Invariant("handler_twice_commits_once",
               "a commit needs a handler entry; entries may exceed commits, commits stay <= 1",
-              ("A6",), lambda s, v: v["commits"] <= min(1, v["handler_entries"])),
+              ("A6",), V.commits <= minimum(1, V.handler_entries)),
     Invariant("no_handler_before_approval", "the handler is entered only after approval",
-              ("A2", "R2", "R3"), lambda s, v: s not in BEFORE_HANDLER or v["handler_entries"] == 0),
+              ("A2", "R2", "R3"), ~STATE.isin(BEFORE_HANDLER) | (V.handler_entries == 0)),
     Invariant("expired_or_rejected_never_commits", "an expired or rejected call never commits",
-              ("A2", "R2"), lambda s, v: s not in (EXPIRED, REJECTED) or v["commits"] == 0),
+              ("A2", "R2"), ~STATE.isin(EXPIRED, REJECTED) | (V.commits == 0)),
     Invariant("cancel_is_not_a_rollback", "cancelled only when nothing was committed",
-              ("A7",), lambda s, v: s != CANCELLED or v["commits"] == 0),
+              ("A7",), (STATE != CANCELLED) | (V.commits == 0)),
     Invariant("failed_committed_nothing", "a refused call committed nothing", ("W6",),
-              lambda s, v: s != FAILED or v["commits"] == 0),
+              (STATE != FAILED) | (V.commits == 0)),
     Invariant("executing_is_uncommitted", "executing means no commit yet (the commit moves on)",
-              ("R4",), lambda s, v: s != EXECUTING or v["commits"] == 0),
+              ("R4",), (STATE != EXECUTING) | (V.commits == 0)),
     Invariant("found_result_is_first",
               "a checkpointed or answered result is the first result, as stored",
               ("A4", "R5", "R6", "W2"),
-              lambda s, v: s not in (RESULT_CHECKPOINTED, ANSWERED)
-              or (v["result"] == "first" and v["commits"] == 1)),
+              ~STATE.isin(RESULT_CHECKPOINTED, ANSWERED)
+              | ((V.result == "first") & (V.commits == 1))),
     Invariant("no_rebuilt_result", "a result is never rebuilt from current data", ("A4",),
-              lambda s, v: v["result"] != "rebuilt"),
+              V.result != "rebuilt"),
     Invariant("one_token", "the call uses the token created once at the proposal",
-              ("A1",), lambda s, v: v["token_id"] == ("none" if s == PROPOSED else "original")),
+              ("A1",), V.token_id == when(STATE == PROPOSED, "none", "original")),
     Invariant("retries_off_after_absent", "the re-run after absent runs with retries off",
-              ("A5",), lambda s, v: not (v["rerun"] and v["retries_allowed"])),
+              ("A5",), ~(V.rerun & V.retries_allowed)),
     Invariant("draft_submitted_once", "a draft submitted again returns its original order",
-              ("W7",), lambda s, v: v["draft_order"] == "original"),
+              ("W7",), V.draft_order == "original"),
     Invariant("replay_returns_first", "a replayed token returns its first result and changes "
-              "nothing", ("W2",), lambda s, v: v["replay"] == "first"),
+              "nothing", ("W2",), V.replay == "first"),
     Invariant("retention_keeps_in_flight_tokens",
               "retention never deletes the record of a call that may still resume", ("W8",),
-              lambda s, v: v["token_record"] == "kept"),
+              V.token_record == "kept"),
     Invariant("retries_only_if_retry_safe", "automatic retries only for retry_safe tools",
-              ("A5",), lambda s, v: not v["retries_allowed"] or v["retry_safe"]),
+              ("A5",), ~V.retries_allowed | V.retry_safe),
 )
 
-
-def _same(b: Snapshot, a: Snapshot, *names: str) -> bool:
-    return all(b.v[n] == a.v[n] for n in names)
-
-
-def _crash(t: Transition) -> bool:
-    return t.actor == "environment" and t.trigger.startswith(("crash_", "restart_"))
-
+# A crash or a restart: an environment step named for one.
+_CRASH = (T.actor == "environment") & T.trigger.isin(
+    "crash_before_shown", "restart_while_pending", "crash_before_handler", "crash_before_commit",
+    "crash_after_commit", "crash_before_answer", "crash_while_recovering")
 
 # Every variable but ``running``: a crash ends the process that held the session.
 DURABLE: Final = tuple(v.name for v in _variables(1) if v.name != "running")
 
 STEP_PROPERTIES: Final = (
     StepProperty("deadline_never_extended", "once passed, the deadline stays passed",
-                 ("A2", "R2"), lambda b, t, p, a: a.v["deadline_passed"] or not b.v["deadline_passed"]),
+                 ("A2", "R2"), A.deadline_passed | ~B.deadline_passed),
     StepProperty("approval_before_deadline", "approved only while the deadline is ahead",
-                 ("A2",), lambda b, t, p, a: not (b.state == PENDING and a.state == APPROVED)
-                 or not b.v["deadline_passed"]),
+                 ("A2",), ~((B.state == PENDING) & (A.state == APPROVED)) | ~B.deadline_passed),
     StepProperty("decision_after_display", "approve and reject only after the request was shown",
-                 ("A1", "R1"), lambda b, t, p, a: t.trigger not in ("approve", "reject")
-                 or bool(b.v["shown"])),
+                 ("A1", "R1"), ~T.trigger.isin("approve", "reject") | B.shown),
     StepProperty("crash_changes_no_fact", "a crash or restart changes no durable variable (the "
                  "process that held the session is gone)",
-                 ("R1", "R2", "R3", "R4", "R5", "R6", "A2"),
-                 lambda b, t, p, a: not _crash(t) or _same(b, a, *DURABLE)),
+                 ("R1", "R2", "R3", "R4", "R5", "R6", "A2"), ~_CRASH | unchanged(*DURABLE)),
     StepProperty("unknown_never_writes", "no step from unknown commits or enters the handler",
-                 ("A4", "A5"), lambda b, t, p, a: b.state != UNKNOWN
-                 or _same(b, a, "commits", "handler_entries")),
+                 ("A4", "A5"), (B.state != UNKNOWN) | unchanged("commits", "handler_entries")),
     StepProperty("unknown_left_by_a_person", "only a person's step leaves unknown", ("A4",),
-                 lambda b, t, p, a: b.state != UNKNOWN or a.state == UNKNOWN or t.actor == "user"),
+                 (B.state != UNKNOWN) | (A.state == UNKNOWN) | (T.actor == "user")),
     StepProperty("token_never_changes", "recovery never creates a new token", ("A1",),
-                 lambda b, t, p, a: b.state == PROPOSED or _same(b, a, "token_id")),
+                 (B.state == PROPOSED) | unchanged("token_id")),
     StepProperty("found_skips_handler", "a found lookup does not enter the handler again",
-                 ("R5", "A4"), lambda b, t, p, a: t.trigger != "lookup_found"
-                 or _same(b, a, "handler_entries", "commits")),
+                 ("R5", "A4"), (T.trigger != "lookup_found")
+                 | unchanged("handler_entries", "commits")),
     StepProperty("answer_repeats_nothing", "after the result checkpoint no business step repeats",
-                 ("R6",), lambda b, t, p, a: b.state != RESULT_CHECKPOINTED
-                 or _same(b, a, "handler_entries", "commits")),
+                 ("R6",), (B.state != RESULT_CHECKPOINTED) | unchanged("handler_entries", "commits")),
     StepProperty("cancel_changes_no_commit", "cancel is not a rollback", ("A7",),
-                 lambda b, t, p, a: t.trigger != "cancel" or _same(b, a, "commits")),
+                 (T.trigger != "cancel") | unchanged("commits")),
     StepProperty("terminal_absorbs", "no step leaves a terminal state", ("A2", "A7"),
-                 lambda b, t, p, a: b.state not in TERMINAL),
+                 ~B.state.isin(tuple(sorted(TERMINAL)))),
 )
 
 APPROVAL: Final = build_approval_machine()

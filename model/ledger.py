@@ -58,13 +58,12 @@ from ._core import (
     Invariant,
     Param,
     Protocol,
-    Snapshot,
     State,
     StepProperty,
     Transition,
     Variable,
-    Vars,
 )
+from ._expr import STATE, B, P, T, V, unchanged, when
 
 __all__ = ["INVARIANTS", "LEDGER", "STEP_PROPERTIES", "LedgerState", "build_ledger_machine"]
 
@@ -105,49 +104,26 @@ NOT_TERMINAL: Final = (REQUESTED, REGISTERED, RECEIPTED, RECOVERING, PAIRED)
 UNPAIRED_REGISTERED: Final = (REGISTERED, RECEIPTED, RECOVERING)
 
 
-def _is(name: str, variable: str, *values: str, text: str) -> Guard:
-    return Guard(name, text, lambda v, p: v[variable] in values, reads=(variable,))
+WRITE = Guard("write", V.kind == "write")
+READ = Guard("read", V.kind == "read")
+NO_RECEIPT = Guard("no_receipt", V.receipt == "none")
+SUCCESS_RECEIPT = Guard("success_receipt", V.receipt == "success")
+REJECTION_RECEIPT = Guard("rejection_receipt", V.receipt == "rejected")
+CURRENT = Guard("contract_current", V.contract == "current")
+UPGRADED = Guard("contract_upgraded", V.contract == "upgraded")
+GRANTED = Guard("read_granted", V.permission == "granted")
+REVOKED = Guard("read_revoked", V.permission == "revoked")
+# The tool writes, or the session may read.
+MAY_RUN = Guard("may_run", (V.kind == "write") | (V.permission == "granted"))
+# The tool writes (the business rules refuse), or the read permission was revoked.
+REFUSED = Guard("refused", (V.kind == "write") | (V.permission == "revoked"))
+# A write under its original contract, or a read the session may still make.
+MAY_CONTINUE = Guard("may_continue", ((V.kind == "write") & (V.contract == "current"))
+                     | ((V.kind == "read") & (V.permission == "granted")))
+SAME_PARAMS = Guard("same_params", P.params == "same")
 
-
-WRITE = _is("write", "kind", "write", text="the tool writes")
-READ = _is("read", "kind", "read", text="the tool is a read-only lookup")
-NO_RECEIPT = _is("no_receipt", "receipt", "none", text="no receipt is recorded")
-SUCCESS_RECEIPT = _is("success_receipt", "receipt", "success", text="a success receipt is recorded")
-REJECTION_RECEIPT = _is("rejection_receipt", "receipt", "rejected",
-                        text="an explicit rejection is recorded")
-CURRENT = _is("contract_current", "contract", "current",
-              text="the tool's contract is the one the call was registered under")
-UPGRADED = _is("contract_upgraded", "contract", "upgraded",
-               text="the tool's contract was upgraded since registration")
-GRANTED = _is("read_granted", "permission", "granted", text="the session may read")
-REVOKED = _is("read_revoked", "permission", "revoked", text="the read permission was revoked")
-MAY_RUN = Guard("may_run", "the tool writes, or the session may read",
-                lambda v, p: v["kind"] == "write" or v["permission"] == "granted",
-                reads=("kind", "permission"))
-REFUSED = Guard("refused", "the tool writes (the business rules refuse), or the read "
-                "permission was revoked", lambda v, p: v["kind"] == "write"
-                or v["permission"] == "revoked", reads=("kind", "permission"))
-MAY_CONTINUE = Guard("may_continue", "a write under its original contract, or a read the "
-                     "session may still make", lambda v, p: (v["kind"], v["contract"],
-                                                             v["permission"]) in (
-                         ("write", "current", "granted"), ("write", "current", "revoked"),
-                         ("read", "current", "granted"), ("read", "upgraded", "granted")),
-                     reads=("kind", "contract", "permission"))
-SAME_PARAMS = Guard("same_params", "the redelivered call has the registered parameters",
-                    lambda v, p: p["params"] == "same", reads=("params",))
-
-
-def _ran(v: Vars) -> str:
-    """``ran_under`` after one more execution under the call's current operation_id."""
-    now = v["operation_id"]
-    before = v["ran_under"]
-    if before in ("none", now):
-        return str(now)
-    return "both"
-
-
-def _set(text: str, **values: object) -> Effect:
-    return Effect(text, lambda v, p: dict(values))
+# ``ran_under`` after one more execution under the call's current operation_id.
+RAN = when((V.ran_under == "none") | (V.ran_under == V.operation_id), V.operation_id, "both")
 
 
 def build_ledger_machine() -> Protocol:
@@ -160,10 +136,9 @@ def build_ledger_machine() -> Protocol:
                    "save the ledger entry (call id -> operation_id, origin run, fingerprint) and "
                    "the checkpoint holding the assistant message in one transaction",
                    ("L1", "L2"), params=(kind,),
-                   effect=Effect("operation_id := original; kind := the tool's kind; "
-                                 "contract := current (registered under the contract deployed now)",
-                                 lambda v, p: {"operation_id": "original", "kind": p["kind"],
-                                               "contract": "current"})),
+                   # Registered under the contract deployed now.
+                   effect=Effect({"operation_id": "original", "kind": P.kind,
+                                  "contract": "current"})),
         Transition("reregister", (REGISTERED, RECEIPTED, RECOVERING, PAIRED), None,
                    "the same call id delivered again: the same parameters return the entry; other "
                    "parameters are idempotency_conflict and change nothing", ("L3",),
@@ -172,61 +147,59 @@ def build_ledger_machine() -> Protocol:
                    "run the in-app tool under the operation_id: the business change (or the "
                    "lookup) and its success receipt commit in one transaction", ("L1",),
                    guards=(MAY_RUN,), actor="platform", observed_as=None,
-                   effect=Effect("receipt := success; executions += 1; ran_under += operation_id",
-                                 lambda v, p: {"receipt": "success",
-                                               "executions": v["executions"] + 1,
-                                               "ran_under": _ran(v)})),
+                   effect=Effect({"receipt": "success", "executions": V.executions + 1,
+                                  "ran_under": RAN})),
         Transition("reject", (REGISTERED,), RECEIPTED,
                    "the business rules (or a revoked read permission) refuse: nothing changes, "
                    "a rejection receipt is recorded", ("L1", "L4"), guards=(REFUSED,),
-                   effect=_set("receipt := rejected", receipt="rejected"), actor="platform"),
+                   effect=Effect({"receipt": "rejected"}), actor="platform"),
         Transition("pair", (RECEIPTED,), PAIRED,
                    "checkpoint the success result of a success receipt", ("L4",),
                    guards=(SUCCESS_RECEIPT,),
-                   effect=_set("result := success", result="success")),
+                   effect=Effect({"result": "success"})),
         Transition("pair", (RECEIPTED,), PAIRED,
                    "checkpoint the error result of an explicit rejection", ("L4",),
-                   guards=(REJECTION_RECEIPT,), effect=_set("result := error", result="error")),
+                   guards=(REJECTION_RECEIPT,), effect=Effect({"result": "error"})),
         # ---- crashes and the world (L2, L5) -------------------------------------------
         Transition("crash", (REQUESTED,), None,
                    "restart under a new run_id before the message is registered: the run "
                    "changes, and the call has no ledger entry to log it in", ("L2",),
-                   effect=_set("run := resumed", run="resumed"), observed_as=None,
+                   effect=Effect({"run": "resumed"}), observed_as=None,
                    actor="environment"),
         Transition("crash", (PAIRED,), None,
                    "restart under a new run_id: the run changes, nothing else (L2)",
-                   ("L2",), effect=_set("run := resumed", run="resumed"), observed_as="restart",
+                   ("L2",), effect=Effect({"run": "resumed"}), observed_as="restart",
                    actor="environment"),
         Transition("crash", UNPAIRED_REGISTERED, RECOVERING,
                    "restart under a new run_id: the unpaired registered call is recovered; a "
                    "commit that happened stays, one that did not left nothing", ("L2", "L4"),
-                   effect=_set("run := resumed", run="resumed"), observed_as="restart", actor="environment"),
+                   effect=Effect({"run": "resumed"}), observed_as="restart", actor="environment"),
         Transition("contract_upgraded", NOT_TERMINAL, None,
                    "a deployment upgrades the tool's contract", ("L5",), guards=(CURRENT,),
-                   effect=_set("contract := upgraded", contract="upgraded"), observed_as=None,
+                   effect=Effect({"contract": "upgraded"}), observed_as=None,
                    actor="environment"),
         Transition("permission_revoked", NOT_TERMINAL, None,
                    "the session's read permission is revoked", ("L5",), guards=(GRANTED,),
-                   effect=_set("permission := revoked", permission="revoked"), observed_as=None,
+                   effect=Effect({"permission": "revoked"}), observed_as=None,
                    actor="environment"),
         # ---- recovery: receipt first, then contract and permission (L4, L5) -------------
         Transition("recover_pair", (RECOVERING,), PAIRED,
                    "a success receipt: pair a success result, whatever the contract is now",
                    ("L4", "L5"), guards=(SUCCESS_RECEIPT,),
-                   effect=_set("result := success", result="success")),
+                   effect=Effect({"result": "success"})),
         Transition("recover_pair", (RECOVERING,), PAIRED,
                    "an explicit rejection: pair an error result", ("L4", "L5"),
-                   guards=(REJECTION_RECEIPT,), effect=_set("result := error", result="error")),
+                   guards=(REJECTION_RECEIPT,), effect=Effect({"result": "error"})),
         Transition("recover_pair", (RECOVERING,), PAIRED,
                    "no receipt and the write's contract was upgraded: the call may have run, so "
                    "its result is unknown, never 'invalid parameters, not executed'", ("L5",),
                    guards=(NO_RECEIPT, WRITE, UPGRADED),
-                   effect=_set("result := unknown", result="unknown")),
+                   effect=Effect({"result": "unknown"})),
         Transition("recover_pair", (RECOVERING,), PAIRED,
                    "no receipt, a read-only tool, and the read permission is revoked: an error "
                    "result (the lookup changed nothing)", ("L5",),
                    guards=(NO_RECEIPT, READ, REVOKED),
-                   effect=_set("result := error", result="error")),
+                   effect=Effect({"result": "error"})),
         Transition("resume", (RECOVERING,), REGISTERED,
                    "no receipt: the call continues under its original operation_id (a read "
                    "re-checked the current read permission); never a new request", ("L2", "L4",
@@ -273,58 +246,50 @@ def _variables() -> tuple[Variable, ...]:
     )
 
 
-def _pairs_with_receipt(v: Vars) -> bool:
-    receipt, result = v["receipt"], v["result"]
-    return ((receipt != "success" or result in ("none", "success"))
-            and (receipt != "rejected" or result in ("none", "error"))
-            and (result != "success" or receipt == "success"))
-
-
 INVARIANTS: Final = (
     Invariant("one_operation_id_per_call", "no call is executed under two operation_ids",
-              ("L1", "L2"), lambda s, v: v["ran_under"] != "both"),
+              ("L1", "L2"), V.ran_under != "both"),
     Invariant("executed_at_most_once", "a call's effect is applied at most once",
-              ("L1", "L4"), lambda s, v: v["executions"] <= 1),
+              ("L1", "L4"), V.executions <= 1),
     Invariant("change_commits_with_receipt",
               "an effect was applied exactly when a success receipt exists", ("L1",),
-              lambda s, v: v["executions"] == (1 if v["receipt"] == "success" else 0)),
+              V.executions == when(V.receipt == "success", 1, 0)),
     Invariant("result_matches_receipt", "no paired result contradicts its receipt",
-              ("L4", "L5"), lambda s, v: _pairs_with_receipt(v)),
+              ("L4", "L5"),
+              ((V.receipt != "success") | V.result.isin("none", "success"))
+              & ((V.receipt != "rejected") | V.result.isin("none", "error"))
+              & ((V.result != "success") | (V.receipt == "success"))),
     Invariant("never_not_executed_if_may_have_run",
               "a registered call (it may have run) is never reported 'not executed'", ("L5",),
-              lambda s, v: v["operation_id"] == "none" or v["result"] != "not_executed"),
+              (V.operation_id == "none") | (V.result != "not_executed")),
     Invariant("paired_means_result", "a call has a result exactly when it is paired", ("L4",),
-              lambda s, v: (s in (PAIRED, CONTINUED)) == (v["result"] != "none")),
+              STATE.isin(PAIRED, CONTINUED) == (V.result != "none")),
     Invariant("receipt_needs_entry", "a receipt belongs to a registered call", ("L1",),
-              lambda s, v: v["receipt"] == "none" or v["operation_id"] != "none"),
+              (V.receipt == "none") | (V.operation_id != "none")),
     Invariant("original_operation_id", "a registered call keeps the operation_id minted at "
               "registration", ("L2",),
-              lambda s, v: v["operation_id"] == ("none" if s == REQUESTED else "original")),
+              V.operation_id == when(STATE == REQUESTED, "none", "original")),
 )
 
-
-def _same(b: Snapshot, a: Snapshot, *names: str) -> bool:
-    return all(b.v[n] == a.v[n] for n in names)
-
+# Every variable but the run: what a restart leaves alone.
+_BUT_RUN: Final = tuple(v.name for v in _variables() if v.name != "run")
 
 STEP_PROPERTIES: Final = (
     StepProperty("run_change_keeps_operation_id", "a run_id change never changes an operation_id",
-                 ("L2",), lambda b, t, p, a: _same(b, a, "run") or _same(b, a, "operation_id")),
+                 ("L2",), unchanged("run") | unchanged("operation_id")),
     StepProperty("operation_id_minted_once", "an operation_id, once minted, never changes",
-                 ("L2",), lambda b, t, p, a: b.v["operation_id"] == "none"
-                 or _same(b, a, "operation_id")),
+                 ("L2",), (B.operation_id == "none") | unchanged("operation_id")),
     StepProperty("crash_changes_only_the_run", "a restart changes the run and nothing else",
-                 ("L2",), lambda b, t, p, a: t.trigger != "crash"
-                 or all(b.v[k] == a.v[k] for k in b.v if k != "run")),
+                 ("L2",), (T.trigger != "crash") | unchanged(*_BUT_RUN)),
     StepProperty("conflict_changes_nothing", "a redelivered call id changes nothing", ("L3",),
-                 lambda b, t, p, a: t.trigger != "reregister" or (a.v == b.v and a.state == b.state)),
+                 (T.trigger != "reregister") | unchanged()),
     StepProperty("receipt_is_kept", "a receipt, once recorded, stays", ("L1", "L4"),
-                 lambda b, t, p, a: b.v["receipt"] == "none" or _same(b, a, "receipt")),
+                 (B.receipt == "none") | unchanged("receipt")),
     StepProperty("paired_result_stands", "a paired result is never replaced", ("L4",),
-                 lambda b, t, p, a: b.v["result"] == "none" or _same(b, a, "result")),
+                 (B.result == "none") | unchanged("result")),
     StepProperty("recovery_runs_nothing", "pairing from a receipt runs nothing again",
-                 ("L4",), lambda b, t, p, a: t.trigger not in ("recover_pair", "resume", "pair")
-                 or _same(b, a, "executions", "ran_under")),
+                 ("L4",), ~T.trigger.isin("recover_pair", "resume", "pair")
+                 | unchanged("executions", "ran_under")),
 )
 
 LEDGER: Final = build_ledger_machine()

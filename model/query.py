@@ -44,19 +44,18 @@ from __future__ import annotations
 from enum import StrEnum
 
 from ._core import (
+    NO_EFFECT,
     Effect,
     Guard,
     Invariant,
     Param,
-    Params,
     Protocol,
-    Snapshot,
     State,
     StepProperty,
     Transition,
     Variable,
-    Vars,
 )
+from ._expr import STATE, A, B, P, T, V, minimum, unchanged, when
 
 
 # --------------------------------------------------------------------------
@@ -156,66 +155,30 @@ MESSAGE_CHOICES = ("attributed", "pending")
 # --------------------------------------------------------------------------
 # Guards and effects (small named pieces the table refers to)
 # --------------------------------------------------------------------------
-def _held(v, p) -> int:  # type: ignore[no-untyped-def]
-    return int(v["held"][p["worker"]])
+worker_epoch = V.held[P.worker]  # the lease epoch this worker claimed with (0: none)
 
-
-FRESH_LEASE = Guard("fresh_lease", "worker holds the current lease_epoch",
-                    lambda v, p: v["lease_epoch"] > 0 and _held(v, p) == v["lease_epoch"],
-                    reads=("held", "lease_epoch", "worker"),
-                    parts=(("holds a lease", lambda v, p: _held(v, p) > 0),
-                           ("the lease is current", lambda v, p: _held(v, p) == v["lease_epoch"])))
-OWN_CALL = Guard("own_call", "this lease committed submitting",
-                 lambda v, p: v["submit_epoch"] == v["lease_epoch"],
-                 reads=("submit_epoch", "lease_epoch"))
-RECOVERING = Guard("recovering", "a later lease found submitting (possibly submitted)",
-                   lambda v, p: v["submit_epoch"] != v["lease_epoch"],
-                   reads=("submit_epoch", "lease_epoch"))
-NO_CANCEL = Guard("no_cancel", "cancel_state == none",
-                  lambda v, p: v["cancel_state"] == "none", reads=("cancel_state",))
-CANCEL_REQUESTED = Guard("cancel_requested", "cancel_state == requested",
-                         lambda v, p: v["cancel_state"] == "requested", reads=("cancel_state",))
-UNDER_LIMIT = Guard("under_limit", f"submissions < {MAX_SUBMISSIONS}",
-                    lambda v, p: v["submissions"] < MAX_SUBMISSIONS, reads=("submissions",))
-AT_LIMIT = Guard("at_limit", f"submissions >= {MAX_SUBMISSIONS}",
-                 lambda v, p: v["submissions"] >= MAX_SUBMISSIONS, reads=("submissions",))
-QUOTE_WHOLE = Guard("quote_whole",
-                    "instruction_quote is the user's whole message (surrounding whitespace aside)",
-                    lambda v, p: p["quote"] in WHOLE_QUOTES, reads=("quote",))
-DRAFT_CURRENT = Guard("draft_current", "draft_version is current",
-                      lambda v, p: p["draft_version"] == "current", reads=("draft_version",))
-CONDITION_CURRENT = Guard("condition_current", "condition_version is current",
-                          lambda v, p: p["condition_version"] == "current",
-                          reads=("condition_version",))
-MESSAGE_SETTLED = Guard("message_settled", "no unattributed pending or failed message",
-                        lambda v, p: p["message"] == "attributed", reads=("message",))
-NOT_HOLDING = Guard("not_holding", "worker does not hold the current lease",
-                    lambda v, p: _held(v, p) != v["lease_epoch"] or v["lease_epoch"] == 0,
-                    reads=("held", "lease_epoch", "worker"))
-HOLDING = Guard("holding", "worker holds a lease", lambda v, p: _held(v, p) > 0,
-                reads=("held", "worker"))
+FRESH_LEASE = Guard("fresh_lease", (worker_epoch > 0) & (worker_epoch == V.lease_epoch))
+OWN_CALL = Guard("own_call", V.submit_epoch == V.lease_epoch)
+RECOVERING = Guard("recovering", V.submit_epoch != V.lease_epoch)
+NO_CANCEL = Guard("no_cancel", V.cancel_state == "none")
+CANCEL_REQUESTED = Guard("cancel_requested", V.cancel_state == "requested")
+UNDER_LIMIT = Guard("under_limit", V.submissions < MAX_SUBMISSIONS)
+AT_LIMIT = Guard("at_limit", V.submissions >= MAX_SUBMISSIONS)
+QUOTE_WHOLE = Guard("quote_whole", P.quote.isin(WHOLE_QUOTES))
+DRAFT_CURRENT = Guard("draft_current", P.draft_version == "current")
+CONDITION_CURRENT = Guard("condition_current", P.condition_version == "current")
+MESSAGE_SETTLED = Guard("message_settled", P.message == "attributed")
+NOT_HOLDING = Guard("not_holding", (worker_epoch != V.lease_epoch) | (V.lease_epoch == 0))
+HOLDING = Guard("holding", worker_epoch > 0)
 
 
 def _platform_is(*states: str) -> Guard:
+    """The platform is in one of ``states``; each is a case of its own for coverage."""
     name = "platform_" + "_or_".join(states)
-    text = "platform is " + " or ".join(states)
-    cases = tuple((f"platform {s}", _platform_equals(s)) for s in states) if len(states) > 1 else ()
-    return Guard(name, text, lambda v, p: v["platform"] in states, reads=("platform",),
-                 cases=cases)
-
-
-def _platform_equals(state: str):  # type: ignore[no-untyped-def]
-    return lambda v, p: v["platform"] == state
-
-
-def _effect(text: str, fn) -> Effect:  # type: ignore[no-untyped-def]
-    return Effect(text, fn)
-
-
-def _set_held(v, p, epoch: int) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
-    held = list(v["held"])
-    held[p["worker"]] = epoch
-    return tuple(held)
+    cond = V.platform == states[0]
+    for st in states[1:]:
+        cond = cond | (V.platform == st)
+    return Guard(name, cond)
 
 
 def _settle(**extra: str) -> Effect:
@@ -223,27 +186,20 @@ def _settle(**extra: str) -> Effect:
 
     The worker that records it then queues the result notification, with the request
     clock of the message the query's budget came from (M2)."""
-    extra = {"notice": NOTICE_SOURCE, **extra}
-    text = "phase_moved := task_version == authorized_version and not clarifying"
-    text += "; " + "; ".join(f"{k} := {x}" for k, x in extra.items())
-    return _effect(text, lambda v, p: {
-        "phase_moved": v["task_version"] == v["authorized_version"] and not v["clarifying"],
-        **extra})
+    return Effect({"phase_moved": (V.task_version == V.authorized_version) & ~V.clarifying,
+                   "notice": NOTICE_SOURCE, **extra})
 
 
 def _fault_in(kinds: tuple[str, ...]) -> Guard:
     """The submit fault is one that can strike at this point of the call."""
     after = kinds == LOST_FAULTS
-    return Guard("fault_after_storing" if after else "fault_before_storing",
-                 f"fault is {' or '.join(kinds)}", lambda v, p: p["fault"] in kinds,
-                 reads=("fault",))
+    return Guard("fault_after_storing" if after else "fault_before_storing", P.fault.isin(kinds))
 
 
-def _store_on_platform(v: Vars, p: Params) -> dict[str, str]:
-    """A submission that reaches the platform is stored once, with the confirmed SQL (Q1, Q18)."""
-    if v["platform"] != P_NONE:
-        return {}
-    return {"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED}
+# A submission that reaches the platform is stored once, with the confirmed SQL (Q1, Q18).
+_UNSTORED = V.platform == P_NONE
+STORE_ON_PLATFORM = {"platform": when(_UNSTORED, P_RUNNING, V.platform),
+                     "payload": when(_UNSTORED, PAYLOAD_CONFIRMED, V.payload)}
 
 
 # --------------------------------------------------------------------------
@@ -254,12 +210,8 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
     """Declare the query machine for ``workers`` workers and the given bounds."""
     worker = Param("worker", tuple(range(workers)), "which worker acts")
     epochs = tuple(range(max_epoch + 1))
-    epochs_left = Guard("epochs_left", f"lease_epoch < {max_epoch} (model bound)",
-                        lambda v, p: v["lease_epoch"] < max_epoch, reads=("lease_epoch",),
-                        bound=True)
-    versions_left = Guard("versions_left", f"task_version < {max_task_version} (model bound)",
-                          lambda v, p: v["task_version"] < max_task_version,
-                          reads=("task_version",), bound=True)
+    epochs_left = Guard("epochs_left", V.lease_epoch < max_epoch, bound=True)
+    versions_left = Guard("versions_left", V.task_version < max_task_version, bound=True)
     confirm_params = (
         Param("quote", QUOTES, "what instruction_quote is: the whole message (as sent, padded "
               "with whitespace, in another letter case), a part, a notification"),
@@ -267,16 +219,12 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Param("condition_version", VERSION_CHOICES, "the condition_version the caller sends"),
         Param("message", MESSAGE_CHOICES, "whether a newer message's attribution is undecided"),
     )
-    bump_task = _effect("task_version += 1",
-                        lambda v, p: {"task_version": v["task_version"] + 1})
-    claim = _effect("lease_epoch += 1; held[worker] := lease_epoch",
-                    lambda v, p: {"lease_epoch": v["lease_epoch"] + 1,
-                                  "held": _set_held(v, p, v["lease_epoch"] + 1)})
-    submit = _effect("submissions += 1; submit_epoch := lease_epoch; ids_submitted := 1",
-                     lambda v, p: {"submissions": v["submissions"] + 1,
-                                   "submit_epoch": v["lease_epoch"], "ids_submitted": 1})
-    stored = _effect("platform := running; payload := confirmed",
-                     lambda v, p: {"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED})
+    bump_task = Effect({"task_version": V.task_version + 1})
+    claim = Effect({"lease_epoch": V.lease_epoch + 1,
+                    "held": V.held.set(P.worker, V.lease_epoch + 1)})
+    submit = Effect({"submissions": V.submissions + 1, "submit_epoch": V.lease_epoch,
+                     "ids_submitted": 1})
+    stored = Effect({"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED})
     by_worker = (worker,)
     submit_fault = Param("fault", SUBMIT_FAULTS, "how the submit call failed")
 
@@ -284,7 +232,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                effect: Effect | None = None, also: tuple[str, ...] = (),
                recovering: bool = True, params: tuple[Param, ...] = by_worker) -> list[Transition]:
         """A lookup answer, from unknown (and ``also``) and from a recovered submitting."""
-        eff = effect or _effect("nothing changes", lambda v, p: {})
+        eff = effect or NO_EFFECT
         evidence = (guard,) if guard else ()
         found = [
             Transition(trigger, (UNKNOWN, *also), dest, meaning, rules,
@@ -317,8 +265,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    "first confirmation: authorize, mark the message, queue, in one transaction",
                    ("Q4", "Q5", "Q6", "Q7", "Q9", "Q10", "Q25"),
                    guards=(DRAFT_CURRENT, CONDITION_CURRENT, QUOTE_WHOLE, MESSAGE_SETTLED),
-                   effect=_effect("authorized_version := task_version",
-                                  lambda v, p: {"authorized_version": v["task_version"]}),
+                   effect=Effect({"authorized_version": V.task_version}),
                    actor="user", params=confirm_params),
         Transition("confirm", LIVE, None,
                    "re-confirmation (a network retry) returns the current state", ("Q8",),
@@ -330,22 +277,19 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    guards=(versions_left,), effect=bump_task, actor="user"),
         Transition("clarification_asked", LIVE, None,
                    "the agent asks the user to clarify the task", ("Q24",),
-                   guards=(Guard("not_clarifying", "not clarifying", lambda v, p: not v["clarifying"],
-                                 reads=("clarifying",)),),
-                   effect=_effect("clarifying := true", lambda v, p: {"clarifying": True}),
+                   guards=(Guard("not_clarifying", ~V.clarifying),),
+                   effect=Effect({"clarifying": True}),
                    actor="user", observed_as=None),
         Transition("clarification_answered", LIVE, None,
                    "the user's clarification arrives", ("Q24",),
-                   guards=(Guard("clarifying", "clarifying", lambda v, p: v["clarifying"],
-                                 reads=("clarifying",)),),
-                   effect=_effect("clarifying := false", lambda v, p: {"clarifying": False}),
+                   guards=(Guard("clarifying", V.clarifying),),
+                   effect=Effect({"clarifying": False}),
                    actor="user", observed_as=None),
         # ---- cancel after submission began (Q19, Q21, Q22) -------------------
         Transition("cancel", (SUBMITTING, UNKNOWN, NOT_FOUND, RUNNING), None,
                    "possibly submitted: only record the request", ("Q19", "Q21"),
                    guards=(NO_CANCEL,),
-                   effect=_effect("cancel_state := requested",
-                                  lambda v, p: {"cancel_state": "requested"}),
+                   effect=Effect({"cancel_state": "requested"}),
                    actor="user"),
         # ---- workers: claim, submit (Q11, Q12) ------------------------------
         Transition("claim", LIVE, None, "claim the query (or take over an expired lease)",
@@ -374,10 +318,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Transition("crash_after_platform_stored", (SUBMITTING,), None,
                    "the platform stored it and the worker died before recording the answer",
                    ("Q12", "Q13"), guards=(FRESH_LEASE, OWN_CALL, epochs_left),
-                   effect=_effect("platform := running, payload := confirmed if not_received; "
-                                  "held[worker] := 0",
-                                  lambda v, p: {**_store_on_platform(v, p),
-                                                "held": _set_held(v, p, 0)}),
+                   effect=Effect({**STORE_ON_PLATFORM, "held": V.held.set(P.worker, 0)}),
                    actor="worker", params=by_worker, observed_as=None),
         # ---- lookups: evidence resolves unknown (Q13, Q15) --------------------
         *lookup("lookup_running", RUNNING, _platform_is(P_RUNNING),
@@ -395,9 +336,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                 also=(RUNNING,), recovering=False),
         *lookup("lookup_not_found", NOT_FOUND, _platform_is(P_NONE),
                 "the platform explicitly has no such submission", ("Q15", "Q16"),
-                _effect("not_found_seen += 1",
-                        lambda v, p: {"not_found_seen": min(v["not_found_seen"] + 1,
-                                                            MAX_SUBMISSIONS)})),
+                Effect({"not_found_seen": minimum(V.not_found_seen + 1, MAX_SUBMISSIONS)})),
         *lookup("lookup_timeout", None, None,
                 "the lookup got no answer (timed out, reset, malformed or error answer, busy "
                 "platform): nothing learnt, still unknown", ("Q15",),
@@ -424,19 +363,19 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    "the platform cancelled it but the answer to the cancel call was lost",
                    ("Q21", "Q14"),
                    guards=(FRESH_LEASE, CANCEL_REQUESTED, _platform_is(P_RUNNING)),
-                   effect=_effect("platform := cancelled", lambda v, p: {"platform": P_CANCELLED}),
+                   effect=Effect({"platform": P_CANCELLED}),
                    actor="worker", params=by_worker, observed_as=None),
         # ---- the platform's own progress -------------------------------------
         # Not from not_found: there the platform has nothing to run (not_found_is_true).
         Transition("platform_succeeds", (SUBMITTING, UNKNOWN, RUNNING), None,
                    "the platform finishes the query", ("Q18",),
                    guards=(_platform_is(P_RUNNING),),
-                   effect=_effect("platform := succeeded", lambda v, p: {"platform": P_SUCCEEDED}),
+                   effect=Effect({"platform": P_SUCCEEDED}),
                    actor="platform", observed_as=None),
         Transition("platform_fails", (SUBMITTING, UNKNOWN, RUNNING), None,
                    "the query fails on the platform", ("Q18", "Q17"),
                    guards=(_platform_is(P_RUNNING),),
-                   effect=_effect("platform := failed", lambda v, p: {"platform": P_FAILED}),
+                   effect=Effect({"platform": P_FAILED}),
                    actor="platform", observed_as=None),
         # ---- outside this query's record (Q2, M1) -------------------------------
         Transition("rerun", (AWAITING, *LIVE), None,
@@ -454,7 +393,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
         Transition("crash", LIVE, None,
                    "the worker process dies; its leases are gone, the rows stay", ("Q11", "Q13"),
                    guards=(HOLDING, epochs_left),
-                   effect=_effect("held[worker] := 0", lambda v, p: {"held": _set_held(v, p, 0)}),
+                   effect=Effect({"held": V.held.set(P.worker, 0)}),
                    actor="environment", params=(worker,), observed_as=None),
     ]
     variables = (
@@ -521,102 +460,85 @@ def _tuples(epochs: tuple[int, ...], workers: int) -> list[tuple[int, ...]]:
 # Properties
 # --------------------------------------------------------------------------
 INVARIANTS = (
-    Invariant("at_most_three_submissions", f"submissions <= {MAX_SUBMISSIONS}", ("Q16",),
-              lambda s, v: v["submissions"] <= MAX_SUBMISSIONS),
+    Invariant("at_most_three_submissions", "at most three submissions", ("Q16",),
+              V.submissions <= MAX_SUBMISSIONS),
     Invariant("resubmission_follows_not_found",
               "every submission after the first follows an explicit not found",
-              ("Q15", "Q16"), lambda s, v: v["submissions"] <= 1 + v["not_found_seen"]),
+              ("Q15", "Q16"), V.submissions <= 1 + V.not_found_seen),
     Invariant("one_query_id", "the query is submitted under one query_id only", ("Q1",),
-              lambda s, v: v["ids_submitted"] <= 1),
+              V.ids_submitted <= 1),
     Invariant("failed_needs_evidence", "failed only after an explicit rejection or a platform failure",
-              ("Q14", "Q17"), lambda s, v: s != FAILED or v["platform"] in (P_FAILED, P_REJECTED)),
+              ("Q14", "Q17"), (STATE != FAILED) | V.platform.isin(P_FAILED, P_REJECTED)),
     Invariant("cancelled_needs_evidence",
               "cancelled only before the first submission or on the platform's evidence",
               ("Q20", "Q21"),
-              lambda s, v: s != CANCELLED or v["submissions"] == 0
-              or v["platform"] in (P_CANCELLED, P_NONE)),
+              (STATE != CANCELLED) | (V.submissions == 0) | V.platform.isin(P_CANCELLED, P_NONE)),
     Invariant("success_stands", "a platform success never ends locally as cancelled or failed",
-              ("Q21",), lambda s, v: v["platform"] != P_SUCCEEDED or s not in (CANCELLED, FAILED)),
+              ("Q21",), (V.platform != P_SUCCEEDED) | ~STATE.isin(CANCELLED, FAILED)),
     Invariant("not_found_is_true", "not_found only while the platform really has no submission",
-              ("Q15",), lambda s, v: s != NOT_FOUND or v["platform"] == P_NONE),
+              ("Q15",), (STATE != NOT_FOUND) | (V.platform == P_NONE)),
     Invariant("platform_runs_confirmed_sql",
               "the platform stores this query_id only with the SQL the user confirmed",
-              ("Q1", "Q18"), lambda s, v: v["payload"] != PAYLOAD_ALTERED),
+              ("Q1", "Q18"), V.payload != PAYLOAD_ALTERED),
     Invariant("result_is_platforms", "a stored result is the platform's result, and only a "
               "success stores one", ("Q15", "Q25"),
-              lambda s, v: v["result"] == (RESULT_PLATFORM if s == SUCCEEDED else RESULT_NONE)),
+              V.result == when(STATE == SUCCEEDED, RESULT_PLATFORM, RESULT_NONE)),
     Invariant("notice_keeps_budget_clock",
               "a result notification carries the request clock of the budget message", ("M2",),
-              lambda s, v: v["notice"] != NOTICE_OTHER),
+              V.notice != NOTICE_OTHER),
     Invariant("status_withholds_result",
               "the status tool never gives the confirming message the result", ("Q26",),
-              lambda s, v: v["status_reply"] != REPLY_SHOWN),
+              V.status_reply != REPLY_SHOWN),
     Invariant("message_keeps_clock", "a redelivered message keeps its original request clock",
-              ("M1",), lambda s, v: v["message_clock"] == CLOCK_SOURCE),
+              ("M1",), V.message_clock == CLOCK_SOURCE),
     Invariant("rerun_is_new_query", "re-running the same SQL on purpose never reuses a query id",
-              ("Q2",), lambda s, v: v["reruns"] == RERUN_NEW),
+              ("Q2",), V.reruns == RERUN_NEW),
     Invariant("unsubmitted_until_submitting",
               "the platform has nothing before the first submitting commit", ("Q12",),
-              lambda s, v: v["submissions"] > 0 or v["platform"] == P_NONE),
+              (V.submissions > 0) | (V.platform == P_NONE)),
 )
 
-
-def _worker_write(t: Transition) -> bool:
-    return t.actor == "worker" and t.trigger not in ("claim", "crash")
-
-
-def _stale_write(b: Snapshot, t: Transition, p: Params, a: Snapshot) -> bool:
-    if not _worker_write(t):
-        return True
-    return bool(b.v["held"][p["worker"]] == b.v["lease_epoch"] > 0)
-
-
-def _phase_moves_at_own_version(b: Snapshot, t: Transition, p: Params, a: Snapshot) -> bool:
-    """Q24, said of the step that records the outcome, not of every later state.
-
-    Once recorded, an outcome that moved the phase stays recorded while the task moves on:
-    in a system, another query's condition update may bump the shared task version right
-    after. So the rule is checked where it can be broken, at the recording step."""
-    if a.v["phase_moved"] == b.v["phase_moved"]:
-        return True
-    return (not b.v["phase_moved"] and b.v["authorized_version"] == b.v["task_version"]
-            and not b.v["clarifying"])
-
+# A worker's write: a worker step other than taking a lease or dying.
+_WORKER_WRITE = (T.actor == "worker") & ~T.trigger.isin("claim", "crash")
+_CONFIRMING = (A.state == QUEUED) & (B.state != QUEUED)
 
 STEP_PROPERTIES = (
+    # Q24, said of the step that records the outcome, not of every later state. Once
+    # recorded, an outcome that moved the phase stays recorded while the task moves on: in
+    # a system, another query's condition update may bump the shared task version right
+    # after. So the rule is checked where it can be broken, at the recording step.
     StepProperty("late_result_keeps_out",
                  "the step that records an outcome moves the task's phase only while the task is "
                  "still at the query's authorized version and not clarifying", ("Q24",),
-                 _phase_moves_at_own_version),
+                 (A.phase_moved == B.phase_moved)
+                 | (~B.phase_moved & (B.authorized_version == B.task_version) & ~B.clarifying)),
     StepProperty("stale_lease_changes_nothing",
                  "every worker write is made under the row's current lease_epoch", ("Q11",),
-                 _stale_write),
+                 ~_WORKER_WRITE | ((B.held[P.worker] == B.lease_epoch) & (B.lease_epoch > 0))),
     StepProperty("terminal_absorbs", "no step leaves a terminal state", ("Q16", "Q21"),
-                 lambda b, t, p, a: b.state not in TERMINAL),
+                 ~B.state.isin(tuple(sorted(TERMINAL)))),
     StepProperty("unknown_left_on_evidence",
                  "submission_unknown is left only on a lookup's evidence", ("Q14", "Q15"),
-                 lambda b, t, p, a: b.state != UNKNOWN or a.state == UNKNOWN
-                 or t.trigger in EVIDENCE),
+                 (B.state != UNKNOWN) | (A.state == UNKNOWN) | T.trigger.isin(tuple(sorted(EVIDENCE)))),
     StepProperty("call_after_submitting_commit",
                  "only the lease that committed submitting calls the platform", ("Q12", "Q13"),
-                 lambda b, t, p, a: t.trigger not in PLATFORM_CALLS
-                 or (b.state == SUBMITTING and b.v["submit_epoch"] == b.v["lease_epoch"])),
+                 ~T.trigger.isin(tuple(sorted(PLATFORM_CALLS)))
+                 | ((B.state == SUBMITTING) & (B.submit_epoch == B.lease_epoch))),
     StepProperty("confirmation_needs_whole_current_quote",
                  "queueing needs the whole message, current versions and no pending message",
                  ("Q5", "Q9", "Q25"),
-                 lambda b, t, p, a: not (a.state == QUEUED and b.state != QUEUED) or (
-                     p.get("quote") in WHOLE_QUOTES and p.get("draft_version") == "current"
-                     and p.get("condition_version") == "current"
-                     and p.get("message") == "attributed")),
+                 ~_CONFIRMING | (P.quote.isin(WHOLE_QUOTES) & (P.draft_version == "current")
+                                 & (P.condition_version == "current")
+                                 & (P.message == "attributed"))),
     StepProperty("reconfirmation_changes_nothing", "confirming a confirmed query changes nothing",
-                 ("Q8",), lambda b, t, p, a: t.trigger != "confirm" or b.state == AWAITING or a == b),
+                 ("Q8",), (T.trigger != "confirm") | (B.state == AWAITING) | unchanged()),
     StepProperty("cancel_after_submit_only_requests",
                  "from submitting on, a cancel request never settles the query by itself",
                  ("Q21", "Q22"),
-                 lambda b, t, p, a: t.trigger != "cancel" or b.state in (AWAITING, QUEUED)
-                 or a.state == b.state),
+                 (T.trigger != "cancel") | B.state.isin(AWAITING, QUEUED) | (A.state == B.state)),
     StepProperty("authorization_is_fixed", "the authorized condition version never changes",
-                 ("Q23",), lambda b, t, p, a: b.v["authorized_version"] in (0, a.v["authorized_version"])),
+                 ("Q23",), (B.authorized_version == 0)
+                 | (B.authorized_version == A.authorized_version)),
 )
 
 QUERY = build_query_machine()

@@ -62,7 +62,8 @@ Ledger system (the N tool calls of one assistant message; rules L1–L5):
 
 from __future__ import annotations
 
-from ._core import Effect, Guard, Variable, Vars
+from ._core import Effect, Guard, Variable
+from ._expr import I, S, count, every, some, total, when
 from ._system import Binding, Mutex, Refinement, SharedTransition, System, SystemInvariant
 from .approval import APPROVAL
 from .ledger import LEDGER
@@ -86,10 +87,8 @@ def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,
     """One task with ``queries`` queries and ``workers`` worker processes."""
     machine = build_query_machine(workers=workers, max_epoch=max_epoch,
                                   max_task_version=max_task_version)
-    pending = Guard("message_pending", "the session's newest message is not yet attributed",
-                    lambda v, p: v["message"] == "pending", reads=("message",))
-    attributed = Guard("message_attributed", "the session's newest message is attributed",
-                       lambda v, p: v["message"] == "attributed", reads=("message",))
+    pending = Guard("message_pending", S.message == "pending")
+    attributed = Guard("message_attributed", S.message == "attributed")
     return System(
         name="query_system",
         meaning=(f"one task of one session: {queries} queries, {workers} worker "
@@ -103,17 +102,15 @@ def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,
         transitions=(
             SharedTransition("message_received", "a new user message arrives; its task is "
                              "not yet decided", ("Q9", "Q10"), guards=(attributed,),
-                             effect=Effect("message := pending", lambda v, p: {"message": "pending"}),
+                             effect=Effect({"message": "pending"}),
                              actor="user"),
             SharedTransition("message_attributed", "the message is attributed to a task",
                              ("Q10",), guards=(pending,),
-                             effect=Effect("message := attributed",
-                                           lambda v, p: {"message": "attributed"}),
+                             effect=Effect({"message": "attributed"}),
                              actor="worker"),
         ),
         sync=("condition_updated", "crash"),
-        bind=(Binding("message", "the session's message state", lambda v: v["message"],
-                      reads=("message",)),),
+        bind=(Binding("message", S.message),),  # the session's message state
         worker=("worker", "held"),
     )
 
@@ -121,15 +118,6 @@ def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,
 def build_approval_system(calls: int = 2, stock: int = 1) -> System:
     """``calls`` order calls of one session drawing on ``stock`` units."""
     units = tuple(range(stock + 1))
-
-    def no_oversell(states: tuple[str, ...], views: tuple[Vars, ...], v: Vars) -> bool:
-        committed: int = sum(x["commits"] for x in views)
-        return committed <= stock
-
-    def one_runtime_per_session(states: tuple[str, ...], views: tuple[Vars, ...],
-                                v: Vars) -> bool:
-        holders = sum(bool(x["running"]) for x in views)
-        return holders == int(v["session"] == "held")
 
     return System(
         name="approval_system",
@@ -143,14 +131,15 @@ def build_approval_system(calls: int = 2, stock: int = 1) -> System:
                             "on one of its calls (A8)")),
         refinements=(Refinement(
             "commit", ("W6",),
-            guards=(Guard("in_stock", "stock > 0", lambda v, p: v["stock"] > 0, reads=("stock",)),),
-            effect=Effect("stock -= 1", lambda v, p: {"stock": v["stock"] - 1})),),
+            guards=(Guard("in_stock", S.stock > 0),),
+            effect=Effect({"stock": S.stock - 1})),),
         invariants=(SystemInvariant(
             "no_oversell", "the orders' business commits never exceed the stock there was",
-            ("W6",), no_oversell),
+            ("W6",), total(I.commits) <= stock),
             SystemInvariant(
                 "one_runtime_per_session", "at most one call's runtime holds the session, "
-                "as session says", ("A8",), one_runtime_per_session)),
+                "as session says", ("A8",),
+                count(I.running) == when(S.session == "held", 1, 0))),
         mutex=Mutex("session", "running", SESSION_OPERATIONS, ("A8",),
                     "one session's operations exclude each other: a call's step that enters "
                     "the runtime waits until no other call's runtime holds the session"),
@@ -160,15 +149,7 @@ def build_approval_system(calls: int = 2, stock: int = 1) -> System:
 def build_ledger_system(calls: int = 3) -> System:
     """The ``calls`` tool calls of one assistant message, sharing the turn's checkpoint."""
     left = tuple(range(calls + 1))
-
-    def paired_once(v: Vars) -> dict[str, int]:
-        return {"unpaired": v["unpaired"] - 1}
-
-    def none_unpaired_after_continue(states: tuple[str, ...], views: tuple[Vars, ...],
-                                     v: Vars) -> bool:
-        return "continued" not in states or all(s == "continued" for s in states)
-
-    one_less = Effect("unpaired -= 1", lambda v, p: paired_once(v))
+    one_less = Effect({"unpaired": S.unpaired - 1})
     return System(
         name="ledger_system",
         meaning=f"one assistant message asking for {calls} tool calls, recovered as one turn",
@@ -181,14 +162,13 @@ def build_ledger_system(calls: int = 3) -> System:
         refinements=(
             Refinement("pair", ("L4",), effect=one_less),
             Refinement("recover_pair", ("L4",), effect=one_less),
-            Refinement("continue", ("L4",), guards=(Guard(
-                "all_paired", "every call of the message is paired",
-                lambda v, p: v["unpaired"] == 0, reads=("unpaired",)),)),
+            # Every call of the message is paired.
+            Refinement("continue", ("L4",), guards=(Guard("all_paired", S.unpaired == 0),)),
         ),
         invariants=(SystemInvariant(
             "no_unpaired_call_survives_recovery",
             "the original input continues only when every call of the message is paired",
-            ("L4",), none_unpaired_after_continue),),
+            ("L4",), ~some(I.state == "continued") | every(I.state == "continued")),),
     )
 
 

@@ -73,12 +73,21 @@ def report_text(result: ExploreResult) -> None:
         out.print(f"[bold]{f.kind}[/bold] {escape(f.name)} ({rules}): {escape(f.text)}")
         if f.counterexample is not None:
             out.print(escape(f.counterexample.steps_text()))
+    lockstep_only_text(out, result.lockstep_only)
     if not result.complete:
         out.print(f"INCOMPLETE: stopped at {result.states:,} states (--max-states); the rest of "
                   "the space was not explored")
     else:
         out.print("no violations, deadlocks, traps, unreached states or unfired transitions"
                   if result.ok else f"{len(result.findings)} finding(s)")
+
+
+def lockstep_only_text(out: Console, props: list[dict[str, object]]) -> None:
+    """Properties exploring cannot fail, said as such rather than counted as passing."""
+    for prop in props:
+        reads = ", ".join(str(r) for r in prop["reads"])  # type: ignore[attr-defined]
+        out.print(f"not checked here: {prop['kind']} {escape(str(prop['name']))} is checked by "
+                  f"lockstep only (no declared effect writes {reads})")
 
 
 def explore_command(
@@ -235,6 +244,7 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
                       f"{escape(f.text)}")
             if f.counterexample is not None:
                 out.print(escape(f.counterexample.steps_text()))
+        lockstep_only_text(out, result.lockstep_only)
         if not result.complete:
             out.print(f"INCOMPLETE: stopped at {result.states:,} states (--max-states)")
         else:

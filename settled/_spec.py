@@ -18,9 +18,9 @@ import ast
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from settled.model import RULES, Protocol
+from settled.model import RULES, Invariant, Protocol, StepProperty
 from settled.model._core import rule_sort_key
-from settled.model._system import System
+from settled.model._system import System, SystemInvariant
 
 
 def rule_tests(tests_dir: Path) -> dict[str, list[str]]:
@@ -70,6 +70,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _code(text: str) -> str:
+    """An effect's text as code in a table cell (plain words for an effect with no writes)."""
+    return text if text == "nothing changes" else f"`{_cell(text)}`"
+
+
+def _holds(prop: Invariant | StepProperty | SystemInvariant) -> str:
+    """A property in words, then as the expression that is checked."""
+    return f"{_cell(prop.meaning)}: `{_cell(prop.text)}`"
+
+
 def machine_section(p: Protocol) -> list[str]:
     out = [f"## Machine `{p.name}`", "", p.meaning, "", f"Initial state: `{p.initial}`.", "",
            "### States", "", "| state | kind | meaning |", "| --- | --- | --- |"]
@@ -84,11 +94,10 @@ def machine_section(p: Protocol) -> list[str]:
     for t in p.transitions:
         src = ", ".join(f"`{s}`" for s in t.source)
         dest = f"`{t.dest}`" if t.dest else "(same)"
-        guard = _cell(" and ".join(f"{g.name}: {g.text}" + (
-            " (" + " and ".join(n for n, _ in g.parts) + ")" if g.parts else "")
-            for g in t.guards) or "—")
+        guard = _cell("; ".join(f"{g.name}: `{g.text}`" + (" (model bound)" if g.bound else "")
+                                for g in t.guards) or "—")
         params = f" ({', '.join(x.name for x in t.params)})" if t.params else ""
-        out.append(f"| `{t.trigger}`{params} | {src} | {dest} | {guard} | {_cell(t.effect.text)} "
+        out.append(f"| `{t.trigger}`{params} | {src} | {dest} | {guard} | {_code(t.effect.text)} "
                    f"| {t.actor} | {', '.join(t.rules)} | {_cell(t.meaning)} |")
     out += ["", "### Variables", "", "| variable | domain | initial | meaning |",
             "| --- | --- | --- | --- |"]
@@ -98,10 +107,10 @@ def machine_section(p: Protocol) -> list[str]:
         out.append(f"| `{v.name}` | {domain} | `{v.initial!r}` | {_cell(v.meaning)}{ghost} |")
     out += ["", "### Invariants (every reachable configuration)", "",
             "| name | holds that | rules |", "| --- | --- | --- |"]
-    out += [f"| `{i.name}` | {_cell(i.text)} | {', '.join(i.rules)} |" for i in p.invariants]
+    out += [f"| `{i.name}` | {_holds(i)} | {', '.join(i.rules)} |" for i in p.invariants]
     out += ["", "### Step properties (every step)", "", "| name | holds that | rules |",
             "| --- | --- | --- |"]
-    out += [f"| `{s.name}` | {_cell(s.text)} | {', '.join(s.rules)} |" for s in p.step_properties]
+    out += [f"| `{s.name}` | {_holds(s)} | {', '.join(s.rules)} |" for s in p.step_properties]
     return [*out, ""]
 
 
@@ -126,16 +135,18 @@ def system_section(s: System) -> list[str]:
         out += ["", "| system variable | domain | initial | meaning |", "| --- | --- | --- | --- |"]
         out += [f"| `{v.name}` | {_domain_text(v.domain)} | `{v.initial!r}` | {_cell(v.meaning)} |"
                 for v in s.variables]
-    rows = [(t.trigger, " and ".join(f"{g.name}: {g.text}" for g in t.guards) or "—",
-             t.effect.text, ", ".join(t.rules), t.meaning) for t in s.transitions]
-    rows += [(r.trigger, " and ".join(f"{g.name}: {g.text}" for g in r.guards) or "—", r.effect.text,
+    rows = [(t.trigger, "; ".join(f"{g.name}: `{g.text}`" for g in t.guards) or "—",
+             _code(t.effect.text), ", ".join(t.rules), t.meaning) for t in s.transitions]
+    rows += [(r.trigger, "; ".join(f"{g.name}: `{g.text}`" for g in r.guards) or "—",
+              _code(r.effect.text),
               ", ".join(r.rules), f"refines {m.name}.{r.trigger}: adds to its guards and effect")
              for r in s.refinements]
     if rows:
         out += ["", "| system step | guard | effect | rules | meaning |", "| --- | --- | --- | --- | --- |"]
         out += [f"| `{a}` | {_cell(b)} | {_cell(c)} | {d} | {_cell(e)} |" for a, b, c, d, e in rows]
     for b in s.bind:
-        out += ["", f"Bound parameter: `{m.name}`'s `{b.param}` is {b.text}, not a free choice."]
+        out += ["", f"Bound parameter: `{m.name}`'s `{b.param}` is `{b.text}`, decided by the "
+                    "system's variables, not a free choice."]
     if s.mutex is not None:
         x = s.mutex
         out += ["", f"Mutex `{x.variable}` ({', '.join(x.rules)}): {_cell(x.text)}. An instance "
@@ -144,7 +155,7 @@ def system_section(s: System) -> list[str]:
                     + ", ".join(f"`{t}`" for t in sorted(x.takes)) + "."]
     if s.invariants:
         out += ["", "| system invariant | holds that | rules |", "| --- | --- | --- |"]
-        out += [f"| `{i.name}` | {_cell(i.text)} | {', '.join(i.rules)} |" for i in s.invariants]
+        out += [f"| `{i.name}` | {_holds(i)} | {', '.join(i.rules)} |" for i in s.invariants]
     return [*out, ""]
 
 

@@ -110,7 +110,8 @@ def check_explore(p: Protocol, watch: Watch | None = None) -> dict[str, Any]:
     result = explore(p, instances=1, progress=watch.explored if watch else None)
     return {"ok": result.ok and result.complete, "states": result.states, "edges": result.edges,
             "seconds": round(result.seconds, 2),
-            "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
+            "findings": [f"{f.kind}:{f.name}" for f in result.findings],
+            "lockstep_only": [f"{x['kind']}:{x['name']}" for x in result.lockstep_only]}
 
 
 def check_system(system: System, watch: Watch | None = None) -> dict[str, Any]:
@@ -118,7 +119,8 @@ def check_system(system: System, watch: Watch | None = None) -> dict[str, Any]:
     return {"ok": result.ok, "system": system.meaning, "states": result.states,
             "states_unreduced": result.states_unreduced, "edges": result.edges,
             "seconds": round(result.seconds, 2), "complete": result.complete,
-            "findings": [f"{f.kind}:{f.name}" for f in result.findings]}
+            "findings": [f"{f.kind}:{f.name}" for f in result.findings],
+            "lockstep_only": [f"{x['kind']}:{x['name']}" for x in result.lockstep_only]}
 
 
 def check_lockstep(name: str, profile_name: str, seed: int,

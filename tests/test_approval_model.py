@@ -234,7 +234,7 @@ def _is(trigger: str, dest: str | None = "any") -> Callable[[Transition], bool]:
 
 
 def _effect(**values: Any) -> Effect:
-    return Effect("twisted", lambda v, p: dict(values))
+    return Effect(values)
 
 
 @pytest.mark.rule("A2")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
 from settled.model import (
     DeclarationError,
+    Effect,
     Guard,
     Param,
     Protocol,
@@ -15,6 +17,7 @@ from settled.model import (
     Transition,
     Variable,
 )
+from settled.model._expr import P, V
 
 
 def machine(states=None, transitions=None, variables=None, initial="a") -> Protocol:
@@ -88,10 +91,10 @@ def test_duplicate_state_is_named():
 
 
 def _n_is(value: int) -> Guard:
-    return Guard(f"n_is_{value}", f"n == {value}", lambda v, p: v["n"] == value, reads=("n",))
+    return Guard(f"n_is_{value}", V.n == value)
 
 
-ANY_N = Guard("n_small", "n <= 1", lambda v, p: v["n"] <= 1, reads=("n",))
+ANY_N = Guard("n_small", V.n <= 1)
 
 
 def test_overlapping_guards_without_priority_are_ambiguous():
@@ -116,8 +119,8 @@ def test_exclusive_guards_or_a_priority_resolve_the_ambiguity():
 def test_ambiguity_check_ranges_over_parameters_too():
     states = (State("a", "start"), State("b", "end", terminal=True), State("c", "end", terminal=True))
     who = Param("who", (0, 1), "who acts")
-    g0 = Guard("who0", "who == 0", lambda v, p: p["who"] == 0, reads=("who",))
-    always = Guard("any", "who >= 0", lambda v, p: p["who"] >= 0, reads=("who",))
+    g0 = Guard("who0", P.who == 0)
+    always = Guard("any", P.who >= 0)
     transitions = (Transition("go", ("a",), "b", "go", ("Q1",), guards=(g0,), params=(who,)),
                    Transition("go", ("a",), "c", "go", ("Q1",), guards=(always,), params=(who,)))
     with pytest.raises(DeclarationError, match=r"ambiguous.*\{'who': 0\}"):
@@ -125,38 +128,88 @@ def test_ambiguity_check_ranges_over_parameters_too():
 
 
 def test_guard_reading_an_undeclared_variable_is_named():
-    sneaky = Guard("sneaky", "n == 0", lambda v, p: v["n"] == 0, reads=())
-    with pytest.raises(DeclarationError, match="guard 'sneaky' of 'go' reads 'n' but does not declare it"):
+    sneaky = Guard("sneaky", V.m == 0)
+    with pytest.raises(DeclarationError, match=r"guard 'sneaky' of 'go': m is not declared here; "
+                                               r"V has \['n'\]"):
         machine(transitions=(Transition("go", ("a",), "b", "go", ("Q1",), guards=(sneaky,)),))
 
 
-def test_guard_declaring_a_name_that_does_not_exist_is_named():
-    ghost = Guard("ghost", "m == 0", lambda v, p: True, reads=("m",))
-    with pytest.raises(DeclarationError, match="declares it reads 'm'"):
-        machine(transitions=(Transition("go", ("a",), "b", "go", ("Q1",), guards=(ghost,)),))
+def test_guard_reading_a_parameter_its_step_does_not_take_is_named():
+    with pytest.raises(DeclarationError, match="who is not declared here"):
+        machine(transitions=(Transition("go", ("a",), "b", "go", ("Q1",),
+                                        guards=(Guard("who0", P.who == 0),)),))
 
 
-def _guarded(guard: Guard) -> Protocol:
-    return machine(variables=(Variable("n", (0, 1, 2), 0, "a counter"),),
+def test_a_python_callable_in_a_declaration_is_refused():
+    with pytest.raises(DeclarationError, match="guard 'old' is a Python callable"):
+        Guard("old", lambda v, p: v["n"] == 0)  # type: ignore[arg-type]
+    with pytest.raises(DeclarationError, match="a Python callable"):
+        Effect({"n": lambda v, p: 1})
+    with pytest.raises(DeclarationError, match="mapping from variable name to expression"):
+        Effect(lambda v, p: {"n": 1})  # type: ignore[arg-type]
+
+
+def test_python_and_or_not_on_an_expression_is_refused_not_silently_true():
+    with pytest.raises(DeclarationError, match=re.escape("write & for and, | for or, ~ for not")):
+        _ = (V.n == 0) and (V.n == 1)
+    with pytest.raises(DeclarationError, match="Python truth value"):
+        _ = not (V.n == 0)  # noqa: SIM201
+    with pytest.raises(DeclarationError, match="Python truth value"):
+        _ = 0 < V.n < 2  # a chained comparison is an `and` too
+    with pytest.raises(DeclarationError, match=r"x\.isin\(\.\.\.\) for membership"):
+        _ = V.n in (0, 1)
+
+
+def test_a_constant_a_variable_never_holds_is_a_typo_and_refused():
+    with pytest.raises(DeclarationError, match=r"`n == 7`: n is never 7; it is one of \{0, 1\}"):
+        _guarded(Guard("seven", V.n == 7), domain=(0, 1))
+    with pytest.raises(DeclarationError, match=r"n is never \{5\}"):
+        _guarded(Guard("five", V.n.isin(0, 5)), domain=(0, 1))
+
+
+def test_operands_of_the_wrong_kind_are_refused():
+    with pytest.raises(DeclarationError, match="compares a number with a name"):
+        _guarded(Guard("kinds", V.n == V.s))
+    with pytest.raises(DeclarationError, match="is a number, not a truth value"):
+        _guarded(Guard("bare", V.n))
+    with pytest.raises(DeclarationError, match="operand of and, is a number"):
+        _guarded(Guard("bare", (V.n == 0) & V.n))
+    with pytest.raises(DeclarationError, match="where a number is expected"):
+        _guarded(Guard("sum", V.s + 1 == 2))
+
+
+def test_an_effect_writes_declared_variables_with_values_of_their_kind():
+    def go(effect: Effect) -> Protocol:
+        return machine(variables=(Variable("n", (0, 1, 2), 0, "a counter"),
+                                  Variable("s", ("x", "y"), "x", "a name")),
+                       transitions=(Transition("go", ("a",), "b", "go", ("Q1",), effect=effect),))
+
+    assert go(Effect({"n": V.n + 1, "s": "y"})).transitions[0].effect.text == "n += 1; s := y"
+    with pytest.raises(DeclarationError, match="writes 'm', which is not a variable"):
+        go(Effect({"m": 1}))
+    with pytest.raises(DeclarationError, match="is a name, but the variable holds a number"):
+        go(Effect({"n": V.s}))
+    with pytest.raises(DeclarationError, match=r"never inside the domain \{x, y\}"):
+        go(Effect({"s": "z"}))
+
+
+def _guarded(guard: Guard, domain: tuple[int, ...] = (0, 1, 2)) -> Protocol:
+    return machine(variables=(Variable("n", domain, 0, "a counter"),
+                              Variable("s", ("x", "y"), "x", "a name")),
                    transitions=(Transition("go", ("a",), "b", "go", ("Q1",), guards=(guard,)),))
 
 
-def test_guard_parts_must_say_exactly_what_the_guard_says():
-    whole = lambda v, p: v["n"] == 1  # noqa: E731
-    right = Guard("one", "n is 1", whole, reads=("n",),
-                  parts=(("positive", lambda v, p: v["n"] > 0), ("below two", lambda v, p: v["n"] < 2)))
-    assert _guarded(right).transitions[0].guards[0].atoms() == ("one[positive]", "one[below two]")
-    wrong = dataclasses.replace(right, parts=(("positive", lambda v, p: v["n"] > 0),
-                                              ("anything", lambda v, p: True)))
-    with pytest.raises(DeclarationError, match=r"guard 'one' of 'go': its parts .* disagree .*'n': 2"):
-        _guarded(wrong)
-    sneaky = dataclasses.replace(right, parts=(("positive", lambda v, p: v["n"] > 0),
-                                               ("below two", lambda v, p: v["m"] < 2)))
-    with pytest.raises(DeclarationError, match="reads 'm' but does not declare it"):
-        _guarded(sneaky)
-    with pytest.raises(DeclarationError, match="two or more, each named once"):
-        _guarded(dataclasses.replace(right, parts=(("positive", lambda v, p: v["n"] > 0),)))
-
+def test_guard_parts_and_cases_are_its_top_level_and_and_or():
+    both = _guarded(Guard("one", (V.n > 0) & (V.n < 2))).transitions[0].guards[0]
+    assert both.text == "n > 0 and n < 2" and both.reads == ("n",)
+    assert both.atoms() == ("one[n > 0]", "one[n < 2]")
+    assert both.failing_atoms({"n": 2}, {}) == ("one[n < 2]",)
+    assert both.cases == () and both.case({"n": 1}, {}) is None
+    either = Guard("either", (V.n == 0) | (V.s == "y") & (V.n == 2))
+    assert either.text == "n == 0 or s == y and n == 2"
+    assert [n for n, _ in either.cases] == ["n == 0", "s == y and n == 2"]
+    assert either.case({"n": 2, "s": "y"}, {}) == "s == y and n == 2"
+    assert either.parts == () and either.atoms() == ("either",)
 
 def test_declaration_errors_are_value_errors():
     assert issubclass(DeclarationError, ValueError)

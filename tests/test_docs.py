@@ -141,8 +141,9 @@ def test_guard_definitions_quoted_in_the_reviewing_guide_are_spec_md_lines() -> 
     spec = (ROOT / "diagrams" / "SPEC.md").read_text(encoding="utf-8")
     quoted = re.findall(r"\(`(\w+: [^`]+)`, …\)", " ".join(text.split()))
     assert quoted, "the guide quotes no guard definition: the pattern no longer matches it"
+    plain = spec.replace("`", "")  # SPEC.md sets each guard's expression as code
     for q in quoted:
-        assert q in spec, f"docs/REVIEWING.md quotes {q!r}, which diagrams/SPEC.md does not say"
+        assert q in plain, f"docs/REVIEWING.md quotes {q!r}, which diagrams/SPEC.md does not say"
 
 
 def test_the_walkthroughs_counts_are_the_query_machines() -> None:

@@ -53,7 +53,7 @@ def test_the_tour_fires_every_edge_and_every_guard_alternative(protocol):
 
 def test_the_query_machine_declares_guard_alternatives():
     assert ("cancel_confirmed: submission_unknown|running -> cancelled",
-            "platform_running_or_cancelled", "platform cancelled") in declared_cases(QUERY2)
+            "platform_running_or_cancelled", "platform == cancelled") in declared_cases(QUERY2)
 
 
 def test_an_edge_that_never_fires_is_named():
@@ -112,9 +112,9 @@ def test_the_overlay_counts_guard_alternatives():
     edges = {e: 2 for e in declared_edges(QUERY2)}
     cases = {c: 1 for c in declared_cases(QUERY2)}
     label = "cancel_confirmed: submission_unknown|running -> cancelled"
-    del cases[(label, "platform_running_or_cancelled", "platform cancelled")]
+    del cases[(label, "platform_running_or_cancelled", "platform == cancelled")]
     dot = _diagrams.to_dot(QUERY2, edges, cases)
-    assert "platform running ×1, platform cancelled NEVER FIRED" in dot
+    assert "platform == running ×1, platform == cancelled NEVER FIRED" in dot
 
 
 # --------------------------------------------------------------------------
@@ -127,8 +127,8 @@ def test_the_tour_probes_a_stale_lease_alone_not_only_a_missing_one():
     """fresh_lease is "holds a lease AND it is the current one": each part gets a probe of
     its own, so a stale lease's write is asked for, not only a write with no lease at all."""
     probed = tour_refusals(QUERY2, QUERY2.refusable)
-    assert {(BEGIN, "fresh_lease[holds a lease]"),
-            (BEGIN, "fresh_lease[the lease is current]")} <= probed
+    assert {(BEGIN, "fresh_lease[held[worker] > 0]"),
+            (BEGIN, "fresh_lease[held[worker] == lease_epoch]")} <= probed
     stale = [[a.text() for a in path] for path in tour(QUERY2, QUERY2.refusable)
              if path[-1].forbidden and path[-1].trigger == "begin_submit"
              and sum(a.trigger == "claim" for a in path) == 2]
@@ -147,12 +147,12 @@ def test_a_refusal_that_never_happens_alone_is_said_not_hidden():
 
 
 def test_verify_fails_naming_a_refusal_the_campaign_never_asked_for(monkeypatch):
-    campaign = _campaign_missing(refusal=(BEGIN, "fresh_lease[the lease is current]"))
+    campaign = _campaign_missing(refusal=(BEGIN, "fresh_lease[held[worker] == lease_epoch]"))
 
     monkeypatch.setattr(_verify, "run_lockstep", campaign)
     lockstep, _trace, _record = _verify.check_lockstep("query", "dev", 1)
     assert not lockstep["ok"]
-    assert lockstep["unprobed_refusals"] == [f"{BEGIN} [fresh_lease[the lease is current]]"]
+    assert lockstep["unprobed_refusals"] == [f"{BEGIN} [fresh_lease[held[worker] == lease_epoch]]"]
     assert lockstep["unfired_edges"] == [] and lockstep["unfired_guard_alternatives"] == []
     assert "resubmit: not_found -> submitting [under_limit]" in lockstep["refusals_never_alone"]
     assert unprobed_refusals(QUERY2, QUERY2.refusable, {}) != []  # nothing asked: all named
@@ -163,11 +163,11 @@ def test_verify_prints_guard_names_in_brackets_as_they_are(capsys):
     as markup and drop them (it once printed "[under_limit]" as nothing)."""
     from settled import _cmd_verify
 
-    ls = {"unprobed_refusals": [f"{BEGIN} [fresh_lease[the lease is current]]"],
+    ls = {"unprobed_refusals": [f"{BEGIN} [fresh_lease[held[worker] == lease_epoch]]"],
           "refusals_never_alone": ["resubmit: not_found -> submitting [under_limit]"]}
     machine = {"static": {}, "explore": {"findings": []}, "system": {}, "system_lockstep": {},
                "lockstep": ls}
     _cmd_verify.details({"machines": {"query": machine}, "views": {}})
     err = capsys.readouterr().err
-    assert f"{BEGIN} [fresh_lease[the lease is current]] alone" in err
+    assert f"{BEGIN} [fresh_lease[held[worker] == lease_epoch]] alone" in err
     assert "submitting [under_limit] (in no reachable state" in err

@@ -40,6 +40,7 @@ from settled.model import (
     build_query_machine,
 )
 from settled.model import query as q
+from settled.model._expr import V
 
 SMALL = build_query_machine(workers=1, max_epoch=2, max_task_version=2)
 
@@ -71,21 +72,17 @@ def drop(guard: str, **more: Any) -> Callable[[Transition], Transition]:
     return change
 
 
-def effect(text: str, fn: Callable[..., dict[str, Any]]) -> Callable[[Transition], Transition]:
-    return lambda t: dataclasses.replace(t, effect=Effect(text, fn))
+def effect(updates: dict[str, Any]) -> Callable[[Transition], Transition]:
+    return lambda t: dataclasses.replace(t, effect=Effect(updates))
 
 
 def trigger(name: str, dest: object = "any") -> Callable[[Transition], bool]:
     return lambda t: t.trigger == name and (dest == "any" or t.dest == dest)
 
 
-def _count_without_submission(v: Any, p: Any) -> dict[str, Any]:
-    return {"submit_epoch": v["lease_epoch"], "ids_submitted": 1}
-
-
-def _resubmit_new_id(v: Any, p: Any) -> dict[str, Any]:
-    return {"submissions": v["submissions"] + 1, "submit_epoch": v["lease_epoch"],
-            "ids_submitted": 2}
+_COUNT_WITHOUT_SUBMISSION = {"submit_epoch": V.lease_epoch, "ids_submitted": 1}
+_RESUBMIT_NEW_ID = {"submissions": V.submissions + 1, "submit_epoch": V.lease_epoch,
+                    "ids_submitted": 2}
 
 
 FAILED_NOT_TERMINAL = tuple(dataclasses.replace(s, terminal=False) if s.name == q.FAILED else s
@@ -105,13 +102,13 @@ MUTANTS = [
     pytest.param(
         "resubmission_follows_not_found",
         # a not found that leaves no trace: prefix, submit_undelivered, lookup_not_found, resubmit
-        mutate(trigger("lookup_not_found"), effect("nothing changes", lambda v, p: {})),
+        mutate(trigger("lookup_not_found"), effect({})),
         {("invariant", "resubmission_follows_not_found")}, 7,
         marks=pytest.mark.rule("Q16"), id="not-found-unrecorded"),
     pytest.param(
         "one_query_id",
         # resubmit under a new query id: prefix, submit_undelivered, lookup_not_found, resubmit
-        mutate(trigger("resubmit", q.SUBMITTING), effect("new query id", _resubmit_new_id)),
+        mutate(trigger("resubmit", q.SUBMITTING), effect(_RESUBMIT_NEW_ID)),
         {("invariant", "one_query_id")}, 7,
         marks=pytest.mark.rule("Q1"), id="resubmit-new-id"),
     pytest.param(
@@ -125,10 +122,8 @@ MUTANTS = [
         "cancelled_needs_evidence",
         # cancel_confirmed that does not record the platform's cancel: prefix, submit_answered,
         # cancel (requested), cancel_confirmed -> cancelled while the platform runs
-        mutate(trigger("cancel_confirmed"), effect(
-            "phase_moved := ...", lambda v, p: {
-                "phase_moved": v["task_version"] == v["authorized_version"]
-                and not v["clarifying"]})),
+        mutate(trigger("cancel_confirmed"), effect({
+            "phase_moved": (V.task_version == V.authorized_version) & ~V.clarifying})),
         {("invariant", "cancelled_needs_evidence")}, 7,
         marks=pytest.mark.rule("Q21"), id="cancel-without-evidence"),
     pytest.param(
@@ -154,15 +149,13 @@ MUTANTS = [
         "late_result_keeps_out",
         # an outcome always moves the phase: prefix, submit_answered, condition_updated,
         # platform_succeeds, lookup_succeeded
-        mutate(trigger("lookup_succeeded"), effect(
-            "phase_moved := true; result := platform",
-            lambda v, p: {"phase_moved": True, "result": q.RESULT_PLATFORM})),
+        mutate(trigger("lookup_succeeded"), effect({"phase_moved": True, "result": q.RESULT_PLATFORM})),
         {("step_property", "late_result_keeps_out")}, 8,
         marks=pytest.mark.rule("Q24"), id="late-result-moves-phase"),
     pytest.param(
         "unsubmitted_until_submitting",
         # begin_submit that does not commit the count: prefix, submit_answered
-        mutate(trigger("begin_submit"), effect("count not committed", _count_without_submission)),
+        mutate(trigger("begin_submit"), effect(_COUNT_WITHOUT_SUBMISSION)),
         {("invariant", "unsubmitted_until_submitting")}, 5,
         marks=pytest.mark.rule("Q12"), id="call-before-count-commit"),
     pytest.param(
@@ -202,8 +195,7 @@ MUTANTS = [
     pytest.param(
         "reconfirmation_changes_nothing",
         # a confirmation retry that withdraws the cancel request: prefix, cancel, confirm
-        mutate(trigger("confirm", None), effect("cancel_state := none",
-                                                lambda v, p: {"cancel_state": "none"})),
+        mutate(trigger("confirm", None), effect({"cancel_state": "none"})),
         {("step_property", "reconfirmation_changes_nothing")}, 6,
         marks=pytest.mark.rule("Q8"), id="retry-clears-cancel"),
     pytest.param(
@@ -219,57 +211,47 @@ MUTANTS = [
     pytest.param(
         "authorization_is_fixed",
         # the query follows the task's version: check_passed, confirm, condition_updated
-        mutate(trigger("condition_updated", None), effect(
-            "task_version += 1; authorized_version := task_version", lambda v, p: {
-                "task_version": v["task_version"] + 1,
-                "authorized_version": v["task_version"] + 1})),
+        mutate(trigger("condition_updated", None), effect({
+            "task_version": V.task_version + 1, "authorized_version": V.task_version + 1})),
         {("step_property", "authorization_is_fixed")}, 3,
         marks=pytest.mark.rule("Q23"), id="authorization-follows-task"),
     pytest.param(
         "platform_runs_confirmed_sql",
         # the worker sends other SQL than the confirmed draft: prefix, submit_answered
-        mutate(trigger("submit_answered"), effect(
-            "platform := running; payload := altered",
-            lambda v, p: {"platform": q.P_RUNNING, "payload": q.PAYLOAD_ALTERED})),
+        mutate(trigger("submit_answered"), effect({"platform": q.P_RUNNING, "payload": q.PAYLOAD_ALTERED})),
         {("invariant", "platform_runs_confirmed_sql")}, 5,
         marks=pytest.mark.rule("Q18"), id="altered-payload"),
     pytest.param(
         "result_is_platforms",
         # a success recorded with a result of its own: prefix, submit_answered,
         # platform_succeeds, lookup_succeeded
-        mutate(trigger("lookup_succeeded"), effect("result := other",
-                                                   lambda v, p: {"result": q.RESULT_OTHER})),
+        mutate(trigger("lookup_succeeded"), effect({"result": q.RESULT_OTHER})),
         {("invariant", "result_is_platforms")}, 7,
         marks=pytest.mark.rule("Q25"), id="result-not-the-platforms"),
     pytest.param(
         "notice_keeps_budget_clock",
         # the notification of a rejection takes another clock: prefix, submit_rejected
-        mutate(trigger("submit_rejected"), effect(
-            "platform := rejected; notice := other",
-            lambda v, p: {"platform": q.P_REJECTED, "notice": q.NOTICE_OTHER})),
+        mutate(trigger("submit_rejected"), effect({"platform": q.P_REJECTED, "notice": q.NOTICE_OTHER})),
         {("invariant", "notice_keeps_budget_clock")}, 5,
         marks=pytest.mark.rule("M2"), id="notice-with-another-clock"),
     pytest.param(
         "status_withholds_result",
         # the confirming message's status reply shows the result: prefix, submit_answered,
         # platform_succeeds, lookup_succeeded
-        mutate(trigger("lookup_succeeded"), effect(
-            "result := platform; status_reply := shown",
-            lambda v, p: {"result": q.RESULT_PLATFORM, "status_reply": q.REPLY_SHOWN})),
+        mutate(trigger("lookup_succeeded"), effect({"result": q.RESULT_PLATFORM,
+                                                     "status_reply": q.REPLY_SHOWN})),
         {("invariant", "status_withholds_result")}, 7,
         marks=pytest.mark.rule("Q26"), id="status-shows-result"),
     pytest.param(
         "message_keeps_clock",
         # a redelivery takes the recovery day's clock: message_redelivered from drafted
-        mutate(trigger("message_redelivered"), effect(
-            "message_clock := other", lambda v, p: {"message_clock": q.CLOCK_OTHER})),
+        mutate(trigger("message_redelivered"), effect({"message_clock": q.CLOCK_OTHER})),
         {("invariant", "message_keeps_clock")}, 1,
         marks=pytest.mark.rule("M1"), id="redelivery-new-clock"),
     pytest.param(
         "rerun_is_new_query",
         # a deliberate rerun deduplicated by SQL: check_passed, rerun
-        mutate(trigger("rerun"), effect("reruns := same_id",
-                                        lambda v, p: {"reruns": q.RERUN_SAME})),
+        mutate(trigger("rerun"), effect({"reruns": q.RERUN_SAME})),
         {("invariant", "rerun_is_new_query")}, 2,
         marks=pytest.mark.rule("Q2"), id="rerun-same-id"),
 ]
@@ -385,8 +367,8 @@ def naive_search(p: Protocol, instances: int) -> tuple[nx.DiGraph, Any]:
     return g, start
 
 
-COUNT = Guard("under_two", "crashes < 2", lambda v, p: v["crashes"] < 2, reads=("crashes",))
-BUMP = Effect("crashes += 1", lambda v, p: {"crashes": v["crashes"] + 1})
+COUNT = Guard("under_two", V.crashes < 2)
+BUMP = Effect({"crashes": V.crashes + 1})
 
 
 def leases() -> Protocol:
@@ -443,7 +425,7 @@ def test_fast_search_matches_the_naive_definition(make: Callable[[], Protocol],
 # --------------------------------------------------------------------------
 # Deadlocks and traps on hand-made machines
 # --------------------------------------------------------------------------
-FLAG = Guard("flag", "flag is set", lambda v, p: bool(v["flag"]), reads=("flag",))
+FLAG = Guard("flag", V.flag)
 
 
 def tiny(*extra: Transition) -> Protocol:
@@ -483,7 +465,7 @@ def test_report_json_has_exactly_the_documented_keys() -> None:
     report = json.loads(json.dumps(result.to_json()))
     assert list(report) == ["model", "bounds", "states", "edges", "seconds", "states_per_second",
                             "violations", "deadlocks", "traps", "unreached_states",
-                            "unfired_transitions"]
+                            "unfired_transitions", "lockstep_only"]
     v = report["violations"][0]
     assert v["steps"][2] == {"instance": 0, "trigger": "claim", "params": {"worker": 0}}
     assert len(v["states"]) == len(v["steps"]) + 1 == v["length"] + 1
@@ -616,3 +598,59 @@ def test_the_collector_is_paused_during_a_search_and_left_as_it_was() -> None:
         assert not gc.isenabled()  # a caller that paused it keeps it paused
     finally:
         gc.enable()
+
+
+# --------------------------------------------------------------------------
+# Properties exploring cannot fail are not reported as passing
+# --------------------------------------------------------------------------
+@pytest.mark.rule("M1")
+@pytest.mark.rule("Q2")
+def test_a_property_no_effect_can_break_is_reported_as_checked_by_lockstep_only() -> None:
+    """No declared effect writes message_clock or reruns, so exploring cannot fail the two
+    invariants that read them: the report says so instead of counting them as passing."""
+    result = explore(SMALL)
+    assert [x["name"] for x in result.lockstep_only] == ["message_keeps_clock",
+                                                         "rerun_is_new_query"]
+    assert result.to_json()["lockstep_only"][0]["reads"] == ["message_clock"]
+    # Once an effect writes the variable, the explorer can fail the property, and does.
+    broken = mutate(trigger("message_redelivered"), effect({"message_clock": q.CLOCK_OTHER}))
+    found = explore(broken)
+    assert "message_keeps_clock" not in [x["name"] for x in found.lockstep_only]
+    assert "message_keeps_clock" in [f.name for f in found.violations]
+
+
+def test_uncited_rules_are_computed_from_every_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    from settled.model import _graph
+    from settled.model import query as query_module
+
+    assert _graph.static_findings(query_module.QUERY)["uncited_rules"] == []
+    monkeypatch.setattr(_graph, "RULES", {**_graph.RULES, "Q99": "a rule nobody models"})
+    assert _graph.static_findings(query_module.QUERY)["uncited_rules"] == ["Q99"]
+
+
+def test_a_system_reports_its_unbreakable_properties_too() -> None:
+    from settled.conformance._system import explore_system
+    from settled.model.systems import build_approval_system
+
+    result = explore_system(build_approval_system())
+    assert result.ok
+    assert [x["name"] for x in result.to_json()["lockstep_only"]] == [
+        "draft_submitted_once", "replay_returns_first", "retention_keeps_in_flight_tokens"]
+
+
+@pytest.mark.parametrize("name", ["query", "approval", "ledger"])
+def test_the_generated_successor_function_is_the_guard_by_guard_one(name: str) -> None:
+    """``Protocol.enabled`` (and the explorer) run the functions generated per machine from the
+    expressions; on every reachable configuration they give exactly the steps that evaluating
+    each declaration's own compiled guard and effect gives, in the same order."""
+    from settled.model import MACHINES
+
+    p = MACHINES[name]
+    configs = explore(p)._space.local.configs
+    assert configs
+    for c in configs:
+        generated = [(id(s.transition), dict(s.params), s.after) for s in p.enabled(c)]
+        by_guards = [(id(s.transition), dict(s.params), s.after) for s in p.enabled_by_guards(c)]
+        assert generated == by_guards, c
+        assert p.compiled().broken_invariants(c.state, c.values) == tuple(
+            i for i, inv in enumerate(p.invariants) if not inv.fn(c.state, p.view(c)))

@@ -18,6 +18,7 @@ import pytest
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._system import explore_system
 from settled.model import MACHINES, SYSTEMS, Effect, Guard, IllegalTransition, Protocol, Transition
+from settled.model._expr import V, when
 from settled.model._oracle import Oracle
 from settled.model._system import Refinement
 from settled.model.ledger import LEDGER, LedgerState
@@ -124,14 +125,14 @@ def _is(trigger: str, guard: str | None = None) -> Callable[[Transition], bool]:
     return lambda t: t.trigger == trigger and (guard is None or guard in {g.name for g in t.guards})
 
 
-def _effect(fn: Callable[[Any], dict[str, Any]]) -> Effect:
-    return Effect("twisted", lambda v, p: fn(v))
+def _effect(updates: dict[str, Any]) -> Effect:
+    return Effect(updates)
 
 
 @pytest.mark.rule("L2")
 def test_twist_recovery_minting_a_new_operation_id_is_caught() -> None:
     p = twist(_is("resume"), lambda t: dataclasses.replace(
-        t, effect=_effect(lambda v: {"operation_id": "new"})))
+        t, effect=_effect({"operation_id": "new"})))
     assert {"original_operation_id", "operation_id_minted_once"} <= broken(p)
     # Running the call again under the new id is what the per-call invariant then catches.
     twice = LEDGER.config(S.RECEIPTED, operation_id="new", receipt="success", executions=2,
@@ -143,43 +144,43 @@ def test_twist_recovery_minting_a_new_operation_id_is_caught() -> None:
 @pytest.mark.rule("L1")
 def test_twist_a_change_without_its_receipt_is_caught() -> None:
     p = twist(_is("run"), lambda t: dataclasses.replace(
-        t, effect=_effect(lambda v: {"executions": v["executions"] + 1})))
+        t, effect=_effect({"executions": V.executions + 1})))
     assert "change_commits_with_receipt" in broken(p)
 
 
 @pytest.mark.rule("L4")
 def test_twist_a_result_contradicting_its_receipt_is_caught() -> None:
     p = twist(_is("recover_pair", "rejection_receipt"), lambda t: dataclasses.replace(
-        t, effect=_effect(lambda v: {"result": "success"})))
+        t, effect=_effect({"result": "success"})))
     assert "result_matches_receipt" in broken(p)
 
 
 @pytest.mark.rule("L5")
 def test_twist_an_upgraded_call_reported_not_executed_is_caught() -> None:
     p = twist(_is("recover_pair", "contract_upgraded"), lambda t: dataclasses.replace(
-        t, effect=_effect(lambda v: {"result": "not_executed"})))
+        t, effect=_effect({"result": "not_executed"})))
     assert "never_not_executed_if_may_have_run" in broken(p)
 
 
 @pytest.mark.rule("L4")
 def test_twist_recovery_running_a_receipted_call_again_is_caught() -> None:
     p = twist(_is("recover_pair", "success_receipt"), lambda t: dataclasses.replace(
-        t, effect=_effect(lambda v: {"result": "success", "executions": v["executions"] + 1})))
+        t, effect=_effect({"result": "success", "executions": V.executions + 1})))
     assert {"executed_at_most_once", "recovery_runs_nothing"} <= broken(p)
 
 
 @pytest.mark.rule("L2")
 def test_twist_a_crash_that_changes_more_than_the_run_is_caught() -> None:
     p = twist(_is("crash"), lambda t: dataclasses.replace(
-        t, effect=_effect(lambda v: {"run": "resumed", "operation_id": "new"}
-                          if v["operation_id"] != "none" else {"run": "resumed"})))
+        t, effect=_effect({"run": "resumed", "operation_id": when(V.operation_id != "none", "new",
+                                                                       V.operation_id)})))
     assert {"crash_changes_only_the_run", "run_change_keeps_operation_id"} <= broken(p)
 
 
 @pytest.mark.rule("L3")
 def test_twist_a_conflict_that_overwrites_the_entry_is_caught() -> None:
     p = twist(_is("reregister"), lambda t: dataclasses.replace(
-        t, guards=(), effect=_effect(lambda v: {"receipt": "none", "result": "none"})))
+        t, guards=(), effect=_effect({"receipt": "none", "result": "none"})))
     assert "conflict_changes_nothing" in broken(p)
 
 
@@ -189,7 +190,7 @@ def test_twist_a_turn_that_continues_with_an_unpaired_call_is_caught() -> None:
     assert explore_system(honest).ok
     no_guard = dataclasses.replace(honest, refinements=tuple(
         r for r in honest.refinements if r.trigger != "continue") + (
-        Refinement("continue", ("L4",), guards=(Guard("any", "always", lambda v, p: True),)),))
+        Refinement("continue", ("L4",), guards=(Guard("any", True),)),))
     early = dataclasses.replace(no_guard, machine=twist(
         _is("continue"), lambda t: dataclasses.replace(t, source=(S.PAIRED, S.REGISTERED))))
     found = {f.name for f in explore_system(early, max_states=20_000).findings}

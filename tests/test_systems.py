@@ -10,6 +10,7 @@ import pytest
 from settled.conformance._system import explore_system, replay_system
 from settled.model import DeclarationError, Invariant
 from settled.model._core import Config, Step
+from settled.model._expr import V
 from settled.model._system import Refinement, System
 from settled.model.query import QueryState
 from settled.model.systems import build_approval_system, build_ledger_system, build_query_system
@@ -19,8 +20,8 @@ def _with_old_invariant(system: System) -> System:
     """The query system, with Q24 stated the old way: as an invariant of every state."""
     old = Invariant("late_result_keeps_out_as_invariant",
                     "an outcome that moved the phase is at the task's current version",
-                    ("Q24",), lambda s, v: not v["phase_moved"]
-                    or (v["authorized_version"] == v["task_version"] and not v["clarifying"]))
+                    ("Q24",), ~V.phase_moved
+                    | ((V.authorized_version == V.task_version) & ~V.clarifying))
     machine = dataclasses.replace(system.machine, invariants=(*system.machine.invariants, old))
     return dataclasses.replace(system, machine=machine)
 
