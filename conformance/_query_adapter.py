@@ -12,6 +12,17 @@ crashes it at that named point inside its submit call.
 
 Leases last 0 s, so any worker may take over any live query at any time:
 the adversarial schedule the model allows.
+
+Two transports carry the worker's and the store's platform calls
+(``transport``): ``inprocess`` (the default: method calls on the platform
+object, a failure raised as ``PlatformUnavailable`` naming its kind) and
+``http`` (the platform served on 127.0.0.1 by
+:class:`~settled.impl.platform._http.PlatformServer` for the adapter's
+lifetime; each worker has its own ``httpx`` client, and every fault the
+model's ``fault`` parameter names is injected at the transport, so the worker
+meets what its client really raises). ``FAULTS`` maps every (trigger, fault)
+pair the model declares to its injection on each transport; a pair with no
+injection is an adapter error, never a step taken without its fault.
 """
 
 from __future__ import annotations
@@ -23,15 +34,22 @@ import json
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from settled.conformance import Adapter, Refused
+from settled.impl.platform._http import (
+    DEFAULT_TIMEOUT,
+    HttpPlatform,
+    PlatformServer,
+    TransportFault,
+)
 from settled.impl.platform._platform import (
     APP_MONTHLY_SQL,
     Fault,
+    PlatformClient,
     PlatformStatus,
     QueryResult,
     SyntheticPlatform,
@@ -55,23 +73,64 @@ RECOVERY_CLOCK = (datetime(2026, 3, 1, 8, 0, tzinfo=UTC), "Europe/Berlin")
 QUOTE_TEXT = {"whole": MESSAGE_TEXT, "padded": f"  {MESSAGE_TEXT}\n",
               "recased": MESSAGE_TEXT.upper(), "part": PART_OF_MESSAGE}
 
-# Faults armed on the platform before the worker's call, by model trigger and the model's
-# fault parameter (None: the trigger has none): every failure class the protocol survives.
-FAULT_BEFORE: dict[tuple[str, str | None], Fault] = {
-    ("submit_response_lost", "timeout"): Fault.LOST_RESPONSE,
-    ("submit_response_lost", "reset"): Fault.RESET_AFTER,
-    ("submit_response_lost", "malformed"): Fault.MALFORMED,
-    ("submit_undelivered", "timeout"): Fault.UNDELIVERED,
-    ("submit_undelivered", "reset"): Fault.RESET_BEFORE,
-    ("submit_undelivered", "error"): Fault.ERROR,
-    ("submit_undelivered", "busy"): Fault.BUSY,
-    ("submit_rejected", None): Fault.REJECT,
-    ("lookup_timeout", "timeout"): Fault.LOOKUP_TIMEOUT,
-    ("lookup_timeout", "reset"): Fault.RESET_AFTER,
-    ("lookup_timeout", "malformed"): Fault.MALFORMED,
-    ("lookup_timeout", "error"): Fault.ERROR,
-    ("lookup_timeout", "busy"): Fault.BUSY,
+# What the platform itself does, armed in its ledger before the worker's call, whichever
+# transport carries the call: an explicit rejection is the platform's answer, not a fault.
+PLATFORM_FAULTS: dict[str, Fault] = {"submit_rejected": Fault.REJECT}
+TRANSPORTS = ("inprocess", "http")
+# Every failure class the protocol survives, by model trigger and the model's ``fault``
+# parameter: armed before the worker's call, on the in-process platform (a one-shot fault
+# in its ledger) or at the HTTP transport (a one-shot fault of the server, for one call).
+# The model's LOST_FAULTS strike after the platform stored the submission, its
+# UNDELIVERED_FAULTS before it saw the request; a lookup changes nothing either way.
+FAULTS: dict[str, dict[tuple[str, str], Fault | tuple[str, TransportFault]]] = {
+    "inprocess": {
+        ("submit_response_lost", "timeout"): Fault.LOST_RESPONSE,
+        ("submit_response_lost", "reset"): Fault.RESET_AFTER,
+        ("submit_response_lost", "malformed"): Fault.MALFORMED,
+        ("submit_undelivered", "timeout"): Fault.UNDELIVERED,
+        ("submit_undelivered", "reset"): Fault.RESET_BEFORE,
+        ("submit_undelivered", "error"): Fault.ERROR,
+        ("submit_undelivered", "busy"): Fault.BUSY,
+        ("lookup_timeout", "timeout"): Fault.LOOKUP_TIMEOUT,
+        ("lookup_timeout", "reset"): Fault.RESET_AFTER,
+        ("lookup_timeout", "malformed"): Fault.MALFORMED,
+        ("lookup_timeout", "error"): Fault.ERROR,
+        ("lookup_timeout", "busy"): Fault.BUSY,
+    },
+    "http": {
+        # stored, then: the answer held past the client's timeout, a reset, a bad body
+        ("submit_response_lost", "timeout"): ("submit", TransportFault.SLOW_ANSWER),
+        ("submit_response_lost", "reset"): ("submit", TransportFault.RESET_AFTER),
+        ("submit_response_lost", "malformed"): ("submit", TransportFault.MALFORMED),
+        # never seen by the platform: a request that never arrives, a reset, 500, 503
+        ("submit_undelivered", "timeout"): ("submit", TransportFault.NEVER_ARRIVES),
+        ("submit_undelivered", "reset"): ("submit", TransportFault.RESET_BEFORE),
+        ("submit_undelivered", "error"): ("submit", TransportFault.ERROR),
+        ("submit_undelivered", "busy"): ("submit", TransportFault.BUSY),
+        ("lookup_timeout", "timeout"): ("lookup", TransportFault.SLOW_ANSWER),
+        ("lookup_timeout", "reset"): ("lookup", TransportFault.RESET_AFTER),
+        ("lookup_timeout", "malformed"): ("lookup", TransportFault.MALFORMED),
+        ("lookup_timeout", "error"): ("lookup", TransportFault.ERROR),
+        ("lookup_timeout", "busy"): ("lookup", TransportFault.BUSY),
+    },
 }
+# The HTTP clients' timeout in the kit, seconds: generous, so a loaded machine never makes
+# a timeout the model did not take. A step whose fault is a platform that never answers
+# (the server holds the request or its answer until the client gives up) shortens the
+# worker's read deadline to FAULT_DEADLINE for that call: the worker meets a real
+# httpx.ReadTimeout without the campaign waiting out the normal timeout. The kit then
+# waits (at most STRIKE_WAIT) until the server has taken the fault and the platform has
+# acted on the request, or never will, before it observes.
+KIT_TIMEOUT = DEFAULT_TIMEOUT
+FAULT_DEADLINE = 0.02
+STRIKE_WAIT = 30.0
+_NO_ANSWER = (TransportFault.NEVER_ARRIVES, TransportFault.SLOW_ANSWER)
+
+
+class NoInjection(LookupError):
+    """A model step names a fault this transport has no injection for: the adapter's gap."""
+
+
 # Method names, looked up on the worker object so a subclass's override is the one called.
 WORKER_CALLS: dict[str, str] = {
     "claim": "claim",
@@ -183,9 +242,10 @@ class QueryAdapter(Adapter):
 
     worker_class: type[Worker] = Worker
     store_class: type[QueryStore] = QueryStore
+    transport: str = "inprocess"  # or "http": see the module's docstring
 
     def __init__(self, instances: int = 3, workers: int = 2, directory: Path | None = None,
-                 store: str | None = None) -> None:
+                 store: str | None = None, transport: str | None = None) -> None:
         self.protocol: Protocol = _machine(workers)
         self.instances = instances
         # Real files and transactions; on a RAM disk where there is one, so a
@@ -202,18 +262,42 @@ class QueryAdapter(Adapter):
         template = None if directory or store is not None else _template(self.store_class, instances, base)
         if template is not None:
             shutil.copytree(template[0], self.dir, dirs_exist_ok=True)
-        self.platform = SyntheticPlatform(self.dir / "platform")
+        self._open_platform(transport)
         # ``store``: a postgresql:// URL; each adapter gets a fresh schema in that
         # database (dropped on close) instead of a fresh file.
         self._scratch = None if store is None else scratch_store(store, "query")
         self.store_path: Path | str = self._scratch or self.dir / "agent.db"
-        self.store = self.store_class(self.store_path, self.platform)
+        self.store = self.store_class(self.store_path, self._client())
         self.workers = [self._worker(w) for w in range(workers)]
         self.items = ([copy.copy(item) for item in template[1]] if template is not None
                       else [_Instance(self.store, n) for n in range(instances)])
 
+    def _open_platform(self, transport: str | None) -> None:
+        """The platform's own side (``self.platform``: the kit arranges and observes it
+        there) and, over HTTP, its server on 127.0.0.1 for the adapter's lifetime."""
+        self.transport = transport or self.transport
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, got {self.transport!r}")
+        self.platform = SyntheticPlatform(self.dir / "platform")
+        self.server = PlatformServer(self.dir / "platform") if self.transport == "http" else None
+        self._clients: list[HttpPlatform] = []
+
+    def _client(self) -> PlatformClient:
+        """What one process (the store's, or a worker's) calls the platform through."""
+        if self.server is None:
+            return self.platform
+        client = HttpPlatform(self.server.url, timeout=KIT_TIMEOUT)
+        self._clients.append(client)
+        return client
+
+    def _drop_client(self, worker: Worker) -> None:
+        """A dead worker's connections die with it."""
+        if isinstance(worker.platform, HttpPlatform):
+            worker.platform.close()
+            self._clients.remove(worker.platform)
+
     def _worker(self, w: int, crash: CrashPoints | None = None) -> Worker:
-        return self.worker_class(self.store_path, self.platform, f"w{w}", lease_seconds=0,
+        return self.worker_class(self.store_path, self._client(), f"w{w}", lease_seconds=0,
                                  crash=crash)
 
     # ------------------------------------------------------------------ perform
@@ -271,18 +355,61 @@ class QueryAdapter(Adapter):
             item.rejected = item.rejected or trigger == "submit_rejected"
 
     def _worker_step(self, w: int, trigger: str, qid: str, kind: Value = None) -> None:
-        fault = FAULT_BEFORE.get((trigger, None if kind is None else str(kind)))
-        if fault is not None:
-            self.platform.inject(fault)
+        worker = self.workers[w]
+        disarm = self._arm(worker, trigger, None if kind is None else str(kind))
         try:
-            getattr(self.workers[w], WORKER_CALLS[trigger])(qid)
+            getattr(worker, WORKER_CALLS[trigger])(qid)
         finally:
-            if fault is not None:
-                self._disarm(fault)
+            # A fault the implementation never triggered (it refused first) must
+            # not leak into the next step.
+            disarm()
+
+    def _arm(self, worker: Worker, trigger: str, kind: str | None) -> Callable[[], None]:
+        """Arm what ``trigger`` with ``fault=kind`` names; the call that disarms it again."""
+        armed: list[Callable[[], None]] = []
+        if trigger in PLATFORM_FAULTS:
+            fault = PLATFORM_FAULTS[trigger]
+            self.platform.inject(fault)
+            armed.append(functools.partial(self._disarm, fault))
+        if kind is not None:
+            injection = FAULTS[self.transport].get((trigger, kind))
+            if injection is None:
+                raise NoInjection(f"{trigger} fault={kind}: the {self.transport} transport has no "
+                                  "injection for this fault; add one to FAULTS")
+            if isinstance(injection, Fault):
+                self.platform.inject(injection)
+                armed.append(functools.partial(self._disarm, injection))
+            else:
+                armed.append(self._arm_transport(worker, *injection))
+
+        def disarm_all() -> None:
+            for disarm in armed:
+                disarm()
+
+        return disarm_all
+
+    def _arm_transport(self, worker: Worker, route: str, fault: TransportFault) -> Callable[[], None]:
+        server, client = self.server, worker.platform
+        if server is None or not isinstance(client, HttpPlatform):
+            raise NoInjection(f"a transport fault ({fault.value}) needs the http transport and a "
+                              f"worker calling through HttpPlatform, not {type(client).__name__}")
+        server.inject(route, fault)
+        sent = client.sent[route]
+        deadline = client.read_deadline(FAULT_DEADLINE) if fault in _NO_ANSWER else None
+        if deadline is not None:
+            deadline.__enter__()
+
+        def disarm() -> None:
+            if deadline is not None:
+                deadline.__exit__(None, None, None)
+            if client.sent[route] > sent and not server.wait_struck(route, STRIKE_WAIT):
+                raise RuntimeError(f"the platform server did not take the {fault.value} fault "
+                                   f"armed for {route} within {STRIKE_WAIT} s")
+            server.clear_faults(route)
+
+        return disarm
 
     def _disarm(self, fault: Fault) -> None:
-        # A fault the implementation never triggered (it refused first) must
-        # not leak into the next step.
         if self.platform.pending_faults().get(fault):
             self.platform.clear_faults(fault)
 
@@ -291,6 +418,7 @@ class QueryAdapter(Adapter):
         worker = self._worker(w, crash)
         worker.held = dict(self.workers[w].held)
         self.workers[w].close()
+        self._drop_client(self.workers[w])
         self.workers[w] = worker
         with contextlib.suppress(CrashNow):  # unwinds mid-call, no cleanup
             worker.call_submit(qid)
@@ -304,6 +432,7 @@ class QueryAdapter(Adapter):
         """
         old = self.workers[w]
         old.close()  # no cleanup of any kind: the rows stay as the last commit left them
+        self._drop_client(old)
         self.workers[w] = self._worker(w)
         self.workers[w].held = {q: e for q, e in old.held.items() if q != qid}
 
@@ -423,6 +552,10 @@ class QueryAdapter(Adapter):
         for w in self.workers:
             w.close()
         self.store.close()
+        for client in self._clients:
+            client.close()
+        if self.server is not None:
+            self.server.close()
         self.platform.close()
         if self._scratch is not None:
             release_store(self._scratch, "query")

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.platform._platform import APP_MONTHLY_SQL
 from settled.impl.shared._errors import CallerError
 from settled.model.query import LIVE
 from settled.model.systems import build_query_system
@@ -78,7 +78,8 @@ class _Query:
 class QuerySystemAdapter(QueryAdapter):
     """Drives ``queries`` queries of one task and session with ``workers`` worker processes."""
 
-    def __init__(self, queries: int = 2, workers: int = 2, directory: Path | None = None) -> None:
+    def __init__(self, queries: int = 2, workers: int = 2, directory: Path | None = None,
+                 transport: str | None = None) -> None:
         self.system = query_system(queries, workers)
         self.protocol = self.system.machine
         self.instances = queries
@@ -91,9 +92,9 @@ class QuerySystemAdapter(QueryAdapter):
         if not (self.dir / "platform").exists():
             shutil.copytree(platform_template(str(shm) if shm.is_dir() else None),
                             self.dir / "platform")
-        self.platform = SyntheticPlatform(self.dir / "platform")
+        self._open_platform(transport)
         self.store_path = self.dir / "agent.db"
-        self.store = self.store_class(self.store_path, self.platform)
+        self.store = self.store_class(self.store_path, self._client())
         self.workers = [self._worker(w) for w in range(workers)]
         self.task = self.store.create_task(USER, SESSION, {"month": "2026-01", "unit": "yuan"})
         self.run = self.store.start_run(SESSION)
@@ -149,6 +150,7 @@ class QuerySystemAdapter(QueryAdapter):
         """Worker process ``w`` dies: every lease it holds on a live query is gone at once."""
         old = self.workers[w]
         old.close()
+        self._drop_client(old)
         self.workers[w] = self._worker(w)
         live = {s.value for s in LIVE}
         self.workers[w].held = {q: e for q, e in old.held.items()

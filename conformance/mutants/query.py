@@ -16,7 +16,6 @@ The kit must kill every one of them; ``settled mutants`` and
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import sqlite3
@@ -42,7 +41,7 @@ from settled.impl.query._store import (
 )
 from settled.impl.query._worker import Worker
 from settled.impl.shared._db import write
-from settled.impl.shared._errors import MessagePending, NotAllowed, PlatformUnavailable
+from settled.impl.shared._errors import MessagePending, NotAllowed
 from settled.impl.shared._ids import require_id
 from settled.model.query import LIVE, MAX_SUBMISSIONS
 from settled.model.query import QueryState as S
@@ -106,12 +105,7 @@ class RetryUnderNewId(Worker):
             raise NotAllowed(f"query {query_id!r} is possibly submitted; look it up first (Q13)")
         attempt = row["submissions"] - 1
         platform_id = query_id if attempt == 0 else f"{query_id}-retry{attempt}"  # the bug
-        answer: SubmitAnswer | None
-        fault = None
-        try:
-            answer = self.platform.submit(platform_id, row["sql"])
-        except PlatformUnavailable as exc:
-            answer, fault = None, exc.kind
+        answer, fault = self._submit(platform_id, row["sql"])
         self._crash.hit("after_platform_stored")
         with self._fenced(query_id) as (conn, row):
             self._require(row, "call_submit", S.SUBMITTING)
@@ -199,8 +193,7 @@ class SubmittingAfterCall(Worker):
         row = self._held_row(self._conn, query_id)
         if row["execution_state"] == S.QUEUED:
             # call_submit will send it again (de-duplicated) and record that answer
-            with contextlib.suppress(PlatformUnavailable):
-                self.platform.submit(query_id, row["sql"])  # the bug: before the commit
+            self._submit(query_id, row["sql"])  # the bug: before the commit
         return super().begin_submit(query_id)
 
 

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from ..shared._db import apply_schema, connect, write
 from ..shared._errors import Busy, InvalidInput, NotAllowed, NotFound, PlatformUnavailable
@@ -67,6 +67,7 @@ __all__ = [
     "CheckAnswer",
     "Fault",
     "LookupAnswer",
+    "PlatformClient",
     "PlatformStatus",
     "QueryResult",
     "SqlValue",
@@ -201,6 +202,33 @@ class QueryResult:
         if any(len(row) != len(self.columns) for row in self.rows):
             raise InvalidInput(f"result of {self.query_id!r} has rows that do not match "
                                f"its {len(self.columns)} columns")
+
+
+class PlatformClient(Protocol):
+    """The platform's remote calls, as the query store and the worker make them.
+
+    Two transports implement it: :class:`SyntheticPlatform` itself (in-process:
+    a failed call raises :class:`PlatformUnavailable` naming its kind) and
+    :class:`~._http.HttpPlatform` (over HTTP on the loopback interface: a failed
+    call raises what its HTTP client raises, a timeout, a reset, an undecodable
+    body, a 5xx status). The worker classifies either (``_worker.unanswered``).
+    """
+
+    @property
+    def TARGET(self) -> str: ...
+
+    @property
+    def TARGET_VERSION(self) -> int: ...
+
+    def check(self, sql: object) -> CheckAnswer: ...
+
+    def submit(self, query_id: str, sql: str, fingerprint_extra: str = "") -> SubmitAnswer: ...
+
+    def lookup(self, query_id: str) -> LookupAnswer: ...
+
+    def cancel(self, query_id: str) -> CancelAnswer: ...
+
+    def result(self, query_id: str) -> QueryResult: ...
 
 
 # --------------------------------------------------------------------------- ledger helpers

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..platform._platform import SyntheticPlatform
+from ..platform._platform import PlatformClient
 from ..shared._pg import is_url
 from ._cancel import CancelPart
 from ._confirm import ConfirmPart, _check_message, _check_versions
@@ -82,7 +82,7 @@ class QueryStore(RunsPart, TasksPart, MessagesPart, DraftsPart, ConfirmPart, Can
     (or PostgreSQL database). Each concept is a part in its own module; they share the
     connection, the platform and the clock (``_values.StoreBase``)."""
 
-    def __init__(self, path: str | Path, platform: SyntheticPlatform,
+    def __init__(self, path: str | Path, platform: PlatformClient,
                  clock: Clock | None = None) -> None:
         # A file path, or a postgresql:// URL (see impl/shared/_pg.py); workers open the same.
         self.path: Path | str = str(path) if is_url(path) else Path(path)

@@ -47,9 +47,18 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+import httpx
+import msgspec
+
 from ...model.query import LIVE, MAX_SUBMISSIONS
 from ...model.query import QueryState as S
-from ..platform._platform import LookupAnswer, PlatformStatus, SyntheticPlatform
+from ..platform._platform import (
+    CancelAnswer,
+    LookupAnswer,
+    PlatformClient,
+    PlatformStatus,
+    SubmitAnswer,
+)
 from ..shared._crash import CrashPoints
 from ..shared._db import next_message_seq, skip_locked, write
 from ..shared._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
@@ -59,7 +68,7 @@ from ._events import apply_step
 from ._schema import open_store
 from ._values import Clock, iso, message_row, new_id, query_row, task_row, utc_now
 
-__all__ = ["SETTLED_PHASE", "Worker", "notification_text"]
+__all__ = ["SETTLED_PHASE", "Worker", "notification_text", "unanswered"]
 
 # The task phase a settled query moves its task to, when it may (Q24).
 SETTLED_PHASE: Final = {S.SUCCEEDED: "answered", S.FAILED: "query_failed",
@@ -68,10 +77,43 @@ _TERMINAL: Final = (*SETTLED_PHASE, S.CHECK_FAILED, S.INVALIDATED, S.SUPERSEDED)
 _MAX_CHAIN: Final = 12  # steps advance() takes on one query before yielding
 
 
+def unanswered(exc: BaseException) -> str | None:
+    """The kind of a platform call that got no answer, or None: ``exc`` is not one.
+
+    A call with no answer proves nothing about what the platform did (Q14,
+    Q15): the request may never have arrived, or the platform may have stored
+    it and lost the answer. The kind is logged, never read as evidence:
+
+    - ``timeout``: the client gave up waiting (``httpx.TimeoutException``);
+    - ``reset``: the connection failed, refused, reset or closed before a whole
+      answer came (every other ``httpx.TransportError``);
+    - ``malformed``: an answer came that cannot be decoded into one the platform
+      gives (``msgspec.DecodeError``, ``httpx.DecodingError``);
+    - ``busy``: 503; ``error``: any other 5xx (``httpx.HTTPStatusError``);
+    - the in-process platform's :class:`PlatformUnavailable` names its kind itself.
+
+    None for everything else (a 4xx is the caller's mistake and arrives as a
+    :class:`~..shared._errors.CallerError`; anything unknown is a bug): the caller
+    re-raises it rather than guess.
+    """
+    if isinstance(exc, PlatformUnavailable):
+        return exc.kind
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.TransportError):
+        return "reset"
+    if isinstance(exc, msgspec.DecodeError | httpx.DecodingError):
+        return "malformed"
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        return "busy" if status == 503 else "error" if status >= 500 else None
+    return None
+
+
 class Worker:
     """One worker process's view: a name, the lease epochs it holds, a connection."""
 
-    def __init__(self, store_path: str | Path, platform: SyntheticPlatform, name: str,
+    def __init__(self, store_path: str | Path, platform: PlatformClient, name: str,
                  lease_seconds: float, clock: Clock | None = None,
                  crash: CrashPoints | None = None) -> None:
         require_id("name", name)
@@ -172,9 +214,39 @@ class Worker:
             self._crash.hit("after_terminal_stored")
         return state
 
-    def _result(self, query_id: str) -> dict[str, Any]:
-        found = self.platform.result(query_id)
-        return {"columns": list(found.columns), "rows": [list(r) for r in found.rows]}
+    # The platform calls: an answer, or None and the kind of failure that left none.
+    # Each classifies what the client raised (``unanswered``) and re-raises the rest.
+    def _submit(self, query_id: str, sql: str) -> tuple[SubmitAnswer | None, str | None]:
+        try:
+            return self.platform.submit(query_id, sql), None
+        except Exception as exc:
+            return None, self._unanswered(exc)
+
+    def _lookup(self, query_id: str) -> tuple[LookupAnswer | None, str | None]:
+        try:
+            return self.platform.lookup(query_id), None
+        except Exception as exc:
+            return None, self._unanswered(exc)
+
+    def _cancel(self, query_id: str) -> tuple[CancelAnswer | None, str | None]:
+        try:
+            return self.platform.cancel(query_id), None
+        except Exception as exc:
+            return None, self._unanswered(exc)
+
+    def _fetch_result(self, query_id: str) -> tuple[dict[str, Any] | None, str | None]:
+        try:
+            found = self.platform.result(query_id)
+        except Exception as exc:
+            return None, self._unanswered(exc)
+        return {"columns": list(found.columns), "rows": [list(r) for r in found.rows]}, None
+
+    @staticmethod
+    def _unanswered(exc: Exception) -> str:
+        kind = unanswered(exc)
+        if kind is None:
+            raise exc  # an explicit answer (a CallerError) or a bug: never "no answer"
+        return kind
 
     # ---------------------------------------------------------------- claim (Q11)
     def claim(self, query_id: str | None = None, *, begin_submit: bool = False) -> str | None:
@@ -272,12 +344,7 @@ class Worker:
             raise NotAllowed(f"query {query_id!r} was left submitting by lease_epoch "
                              f"{row['submit_epoch']}: it is possibly submitted, look it up "
                              "before any resubmission (Q13)")
-        sql = row["sql"]
-        fault = None
-        try:
-            answer = self.platform.submit(query_id, sql)
-        except PlatformUnavailable as exc:
-            answer, fault = None, exc.kind  # stored or not: the worker cannot tell (Q14)
+        answer, fault = self._submit(query_id, row["sql"])  # no answer: stored or not? (Q14)
         self._crash.hit("after_platform_stored")
         with self._fenced(query_id) as (conn, row):
             self._require(row, "call_submit", S.SUBMITTING)
@@ -301,13 +368,11 @@ class Worker:
             raise NotAllowed(f"cannot look up query {query_id!r}: it is {state.value}{own}; "
                              "lookups resolve submission_unknown, a recovered submitting or "
                              "running (Q15)")
-        answer: LookupAnswer | None
-        fault = None
-        try:
-            answer = self.platform.lookup(query_id)
-        except PlatformUnavailable as exc:
-            answer, fault = None, exc.kind  # no answer is not "not found": nothing learnt (Q15)
-        result = self._result(query_id) if answer and answer.status is PlatformStatus.SUCCEEDED else None
+        answer, fault = self._lookup(query_id)  # no answer is not "not found" (Q15)
+        result = None
+        if answer is not None and answer.status is PlatformStatus.SUCCEEDED:
+            result, fault = self._fetch_result(query_id)
+            answer = None if fault is not None else answer  # the result did not come: nothing learnt
         with self._fenced(query_id) as (conn, row):
             self._require(row, "lookup", state)
             if answer is None:
@@ -374,12 +439,12 @@ class Worker:
         if state not in (S.UNKNOWN, S.RUNNING):
             raise NotAllowed(f"cannot settle the cancel of query {query_id!r} while it is "
                              f"{state.value}; finish the submit call or look it up first (Q13)")
-        try:
-            answer = self.platform.cancel(query_id)
-        except PlatformUnavailable:
-            answer = None
+        answer, _fault = self._cancel(query_id)
         status = None if answer is None else answer.status
-        result = self._result(query_id) if status is PlatformStatus.SUCCEEDED else None
+        result = None
+        if status is PlatformStatus.SUCCEEDED:
+            result, fault = self._fetch_result(query_id)
+            answer = None if fault is not None else answer
         with self._fenced(query_id) as (conn, row):
             self._require(row, "settle_cancel", state)
             if answer is None:  # the cancel may or may not have happened: no evidence, no event
