@@ -563,6 +563,12 @@ class QueryAdapter(Adapter):
             self._tmp.cleanup()
 
 
+def over_http() -> QueryAdapter:
+    """The bundled implementation with its platform served over HTTP on 127.0.0.1:
+    ``settled lockstep settled.conformance._query_adapter:over_http``."""
+    return QueryAdapter(3, 2, transport="http")
+
+
 def _as_json(result: QueryResult) -> dict[str, Any]:
     """The platform's result in the shape the agent stores it (columns, rows as lists)."""
     return {"columns": list(result.columns), "rows": [list(r) for r in result.rows]}

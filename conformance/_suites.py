@@ -40,14 +40,19 @@ def _query_machine(workers: int) -> Protocol:
     return build_query_machine(workers=workers)
 
 
-def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
-    """``store``: a postgresql:// URL to run against (a fresh schema per run); default files."""
+def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = None,
+                transport: str | None = None) -> Suite:
+    """``store``: a postgresql:// URL to run against (a fresh schema per run); default files.
+    ``transport``: ``http`` carries the platform calls over HTTP on 127.0.0.1 (default: the
+    adapter's own, in-process for the bundled one)."""
     from ._query_adapter import QueryAdapter
 
     cls = adapter_class or QueryAdapter
     protocol = _query_machine(2)
     # An adapter class that takes no store (a user's own) is called as before.
-    extra = {} if store is None else {"store": store}
+    extra: dict[str, str] = {} if store is None else {"store": store}
+    if transport is not None:
+        extra["transport"] = transport
     return Suite("query", protocol, lambda: cls(3, 2, **extra),  # type: ignore[call-arg]
                  instances=3, forbidden=protocol.refusable)
 
@@ -107,13 +112,16 @@ class SystemSuite:
                                     name=name or self.machine)
 
 
-def query_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuite:
-    """Two queries of one task and session, two worker processes."""
+def query_system_suite(adapter_class: type[Adapter] | None = None,
+                       transport: str | None = None) -> SystemSuite:
+    """Two queries of one task and session, two worker processes; ``transport`` as in
+    :func:`query_suite`."""
     from ._query_system_adapter import QuerySystemAdapter, query_system
 
     cls = adapter_class or QuerySystemAdapter
     system = query_system(2, 2)
-    return SystemSuite("query_system", system, lambda: cls(2, 2),  # type: ignore[call-arg]
+    extra = {} if transport is None else {"transport": transport}
+    return SystemSuite("query_system", system, lambda: cls(2, 2, **extra),  # type: ignore[call-arg]
                        forbidden=system.machine.refusable)
 
 

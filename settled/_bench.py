@@ -409,8 +409,8 @@ def _bench_settings(sizes: Sizes) -> settings:
                     suppress_health_check=list(HealthCheck))
 
 
-def _counted_lockstep(tally: _Tally) -> type[RuleBasedStateMachine]:
-    base = query_suite().lockstep("BenchLockstep")
+def _counted_lockstep(tally: _Tally, transport: str | None = None) -> type[RuleBasedStateMachine]:
+    base = query_suite(transport=transport).lockstep("BenchLockstep")
 
     class Counted(base):  # type: ignore[misc, valid-type]
         """The suite's machine, counting steps and the size of what each step draws from."""
@@ -465,13 +465,15 @@ def _timed_run(machine: type[RuleBasedStateMachine], sizes: Sizes, seed: int) ->
 
 
 def bench_lockstep(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, Any]:
-    """Lockstep steps per second against the implementation, and a no-op machine's, same settings."""
-    real, noop = _Tally(), _Tally()
-    real_s = noop_s = 0.0
+    """Lockstep steps per second against the implementation (its platform in-process, and
+    over HTTP), and a no-op machine's, same settings."""
+    real, noop, http = _Tally(), _Tally(), _Tally()
+    real_s = noop_s = http_s = 0.0
     # One untimed example first: what a campaign pays once (the template files, the trace
     # checker's machines, imports) is not a per-step cost, and the no-op machine has none.
-    _timed_run(_counted_lockstep(_Tally()), dataclasses.replace(sizes, lockstep_examples=1),
-               SEED - 1)
+    for transport in (None, "http"):
+        _timed_run(_counted_lockstep(_Tally(), transport),
+                   dataclasses.replace(sizes, lockstep_examples=1), SEED - 1)
     for r in range(sizes.rounds):
         say(f"lockstep: round {r + 1}/{sizes.rounds}: {sizes.lockstep_examples} examples of up "
             f"to {sizes.lockstep_steps} steps, then the no-op machine")
@@ -480,8 +482,14 @@ def bench_lockstep(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, 
         forbidden = round(real.forbidden / real.forbidden_lists) if real.forbidden_lists else 1
         noop_s += _timed_run(_noop_machine(noop, size, forbidden, query_suite().instances), sizes,
                              SEED + r)
+        # The same campaign with the platform served over HTTP on 127.0.0.1 (same seed).
+        say(f"lockstep: round {r + 1}/{sizes.rounds}: the same over HTTP")
+        http_s += _timed_run(_counted_lockstep(http, "http"), sizes, SEED + r)
     steps, noop_steps = _rate(real.steps, real_s), _rate(noop.steps, noop_s)
-    return {"steps_per_second": steps, "noop_steps_per_second": noop_steps,
+    http_steps = _rate(http.steps, http_s)
+    return {"steps_per_second": steps, "http_steps_per_second": http_steps,
+            "http_slowdown": _ratio(steps, http_steps), "http_steps": http.steps,
+            "noop_steps_per_second": noop_steps,
             "ratio": _ratio(noop_steps, steps), "steps": real.steps, "noop_steps": noop.steps,
             "draw_list_size": round(real.options / real.steps, 1), "seed": SEED,
             "examples": sizes.rounds * sizes.lockstep_examples,

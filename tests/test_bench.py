@@ -34,7 +34,8 @@ from settled.model import QUERY
 KEYS = {
     "impl": {"queries_per_second_1_worker", "queries_per_second_4_workers", "duplicate_executions",
              "raw_commits_per_second", "transactions_per_query", "ratio_to_raw_commits"},
-    "lockstep": {"steps_per_second", "noop_steps_per_second", "ratio"},
+    "lockstep": {"steps_per_second", "http_steps_per_second", "http_slowdown",
+                 "noop_steps_per_second", "ratio"},
     "trace_check": {"events", "events_per_second", "ratio_to_json_parse", "many_workers_ratio"},
     "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
                 "transitions_states_per_second", "transitions_states", "system_states",
@@ -150,6 +151,9 @@ def test_the_ratios_are_computed_from_the_reported_rates(quick: dict[str, Any]) 
     assert impl["ratio_to_raw_commits"] == pytest.approx(expected, rel=0.01, abs=0.002)
     assert lock["ratio"] == pytest.approx(lock["noop_steps_per_second"] / lock["steps_per_second"],
                                           rel=0.01)
+    assert lock["http_slowdown"] == pytest.approx(
+        lock["steps_per_second"] / lock["http_steps_per_second"], rel=0.01)
+    assert lock["http_steps"] > 0
     assert explore["vs_transitions_ratio"] == pytest.approx(
         explore["single_states_per_second"] / explore["transitions_states_per_second"], rel=0.01)
     assert explore["transitions_complete"] is True

@@ -51,6 +51,7 @@ from . import Mutant
 
 __all__ = [
     "MUTANTS",
+    "BusyIsRejection",
     "CancelOverridesSuccess",
     "CancelWithoutEvidence",
     "ConditionUpdateKeepsDrafts",
@@ -473,6 +474,22 @@ class RejectionIsUnknown(Worker):
         return super()._settle(conn, row, trigger, to_state, result=result, error=error)
 
 
+class BusyIsRejection(Worker):
+    """Q17 broken: a busy platform (503) is recorded as the platform's rejection.
+
+    How it gets written: the client's error handling reads any answer with a
+    status line as the platform's word ("it answered, it said no"), so a
+    503, which says nothing was read, ends the query ``failed`` as if the
+    platform had refused the SQL, and it is never submitted again.
+    """
+
+    def _submit(self, query_id: str, sql: str) -> tuple[SubmitAnswer | None, str | None]:
+        answer, fault = super()._submit(query_id, sql)
+        if fault == "busy":  # the bug: a status answer taken for a verdict
+            return SubmitAnswer(accepted=False, reason="the platform answered 503"), None
+        return answer, fault
+
+
 class WorkerClearsCancelIntent(Worker):
     """Q19 broken: the worker rewrites the cancel intent along with the execution state.
 
@@ -723,6 +740,7 @@ MUTANTS: list[Mutant] = [
     _mutant("M2-notification-stamped-when-queued", NotificationClockIsNow),
     _mutant("Q18-submitted-sql-differs-from-confirmed", SqlTaggedBeforeSubmit),
     _mutant("Q17-rejection-recorded-as-unknown", RejectionIsUnknown),
+    _mutant("Q17-busy-platform-recorded-as-rejection", BusyIsRejection),
     _mutant("Q19-worker-clears-cancel-intent", WorkerClearsCancelIntent),
     _mutant("Q20-queued-cancel-only-requested", QueuedCancelOnlyRequested),
     _mutant("Q3-failed-check-awaits-confirmation", FailedCheckAwaits),
