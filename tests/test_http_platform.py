@@ -225,6 +225,20 @@ def test_a_worker_misreading_a_transport_fault_is_caught_by_the_kit(trigger, kin
     assert message is not None and trigger in message
 
 
+@pytest.mark.rule("Q17")
+@pytest.mark.parametrize("transport", ["inprocess", "http"])
+def test_the_catalogues_busy_as_rejection_mutant_is_killed_on_either_transport(transport):
+    from settled.conformance.mutants.query import MUTANTS
+
+    (mutant,) = [m for m in MUTANTS if m.name == "Q17-busy-platform-recorded-as-rejection"]
+    steps = _steps("submit_undelivered", "busy")
+    assert replay(MODEL, lambda: QueryAdapter(3, 2, transport=transport), 3, FORBIDDEN,
+                  steps) is None
+    message = replay(MODEL, lambda: mutant.adapter_class(3, 2, transport=transport), 3,
+                     FORBIDDEN, steps)
+    assert message is not None and "submit_undelivered" in message
+
+
 def test_the_http_factory_serves_its_platform_and_stops_it_on_close():
     adapter = over_http()
     assert adapter.transport == "http" and adapter.server is not None
