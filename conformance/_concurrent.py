@@ -55,13 +55,14 @@ import traceback
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
 from settled.impl.query._worker import Worker
 from settled.impl.shared import _db
 from settled.impl.shared._errors import Busy, CallerError
-from settled.model import Protocol, build_query_machine
+from settled.model import Protocol as Machine
+from settled.model import build_query_machine
 from settled.model._core import Config, Transition
 from settled.model._system import System
 from settled.model.systems import build_query_system
@@ -71,15 +72,14 @@ from ._linearize import (
     History,
     Operation,
     check,
-    load_history,
     minimal_failure,
     save_history,
     timeline,
 )
 from ._query_adapter import CLOCK, MESSAGE_TEXT, QueryAdapter
 
-__all__ = ["DEFAULT_MODE", "CampaignResult", "Mode", "QueryOpsModel", "bench", "independence",
-           "replay", "run_query_campaign"]
+__all__ = ["DEFAULT_MODE", "CampaignResult", "Mode", "QueryOpsModel", "Session", "independence",
+           "run_clients", "run_query_campaign"]
 
 Mode = Literal["free", "controlled"]
 # Chosen by measurement: `settled bench --json` reports both modes' time to kill the race
@@ -105,8 +105,11 @@ TRIGGERS: Final[dict[str, frozenset[str]]] = {
 }
 
 
+JSON = dict[str, Any]
+
+
 @functools.cache
-def _machine() -> Protocol:
+def _machine() -> Machine:
     return build_query_machine(workers=WORKERS, max_epoch=MAX_EPOCH)
 
 
@@ -147,7 +150,7 @@ def independence(system: System, triggers: Iterable[str]) -> tuple[bool, str]:
 class QueryOpsModel:
     """Worker calls on one query, stepped by the query machine's own ``enabled``."""
 
-    def __init__(self, machine: Protocol | None = None) -> None:
+    def __init__(self, machine: Machine | None = None) -> None:
         self.machine = machine or _machine()
         self._held = self.machine.variable_names.index("held")
 
@@ -235,7 +238,7 @@ class _Clock:
 class _Scheduler:
     """One client at a time; at each yield point a seeded choice of who runs next."""
 
-    def __init__(self, seed: int, clients: Sequence[str]) -> None:
+    def __init__(self, seed: int | str, clients: Sequence[str]) -> None:
         self._rng = random.Random(seed)
         self._cond = threading.Condition()
         self._live = list(clients)
@@ -258,7 +261,8 @@ class _Scheduler:
                                    "turn (a client blocked while holding the turn)")
 
     def _pick(self) -> None:
-        self._current = self._live[self._rng.randrange(len(self._live))] if self._live else None
+        live = self._live
+        self._current = live[self._rng.randrange(len(live))] if live else None
         self.switches += 1
         self._cond.notify_all()
 
@@ -291,10 +295,16 @@ class CampaignResult:
     errors: tuple[str, ...] = ()  # unexpected exceptions (recorded as unknown operations)
     independence: str = ""
     run_seconds: float = 0.0  # the clients' run alone (no setup, no check)
+    model: Any = None  # what drew the operations (the campaign's model); the query one if None
+
+    @property
+    def started(self) -> bool:
+        """Every client opened its session (else the history lacks a client's calls)."""
+        return not any(e.startswith("client ") for e in self.errors)
 
     @property
     def ok(self) -> bool:
-        return self.result.ok
+        return self.result.ok and self.started
 
     def report(self) -> str:
         meta = self.history.meta
@@ -302,13 +312,17 @@ class CampaignResult:
                 f"({meta.get('mode')}, {meta.get('clients')} clients, "
                 f"{len(self.history.operations)} operations, {meta.get('store')}): "
                 f"{self.result.summary()}")
+        if not self.started:
+            head += "\nINCOMPLETE: a client could not start:\n" + next(
+                e for e in self.errors if e.startswith("client "))
         if self.result.ok or self.result.nothing_checked:
             return head
-        model = QueryOpsModel()
+        model = self.model or QueryOpsModel()
         lines = [head, f"rules: {', '.join(self.rules)}", "minimal history:",
                  timeline(self.minimal, model)]
         if self.saved is not None:
-            lines.append(f"saved: {self.saved} (replay: settled.conformance._concurrent.replay)")
+            lines.append(f"saved: {self.saved} (replay: settled.conformance._races.replay)")
+        lines.append(f"instances: {self.independence}")
         return "\n".join(lines)
 
 
@@ -316,7 +330,7 @@ class CampaignResult:
 class _Client:
     name: str
     index: int
-    plan: list[tuple[str, int]]  # (call, query index)
+    plan: list[tuple[str, JSON]]  # (instance key, call)
     ops: list[Operation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -340,9 +354,10 @@ def run_query_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, clients: int = W
                        queries: int = 4, ops_per_client: int = 32, store: str | None = None,
                        adapter_class: Callable[..., QueryAdapter] = QueryAdapter,
                        mutant: str | None = None, out: Path | None = None,
-                       shrink: bool = True) -> CampaignResult:
+                       shrink: bool = True, schedule: int = 0) -> CampaignResult:
     """Run ``clients`` workers at once on ``queries`` confirmed queries and check the history.
 
+    ``seed`` draws the clients' calls; ``schedule`` (with it) the controlled interleaving.
     ``store``: a postgresql:// URL (a scratch schema), else SQLite files. ``out``: where a
     failing history is saved (a directory)."""
     if not 1 <= clients <= WORKERS:
@@ -360,12 +375,13 @@ def run_query_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, clients: int = W
                                   item.message, item.run)
             qids.append(q.query_id)
         t_run = time.perf_counter()
-        history = _run_clients(adapter, qids, seed, mode, clients, ops_per_client)
+        history = _run_clients(adapter, qids, seed, mode, clients, ops_per_client, schedule)
         run_seconds = time.perf_counter() - t_run
     finally:
         adapter.close()
     ops = history[0]
-    meta = {"implementation": "query", "seed": seed, "mode": mode, "clients": clients,
+    meta = {"implementation": "query", "seed": seed, "schedule": schedule, "mode": mode,
+            "clients": clients,
             "queries": queries, "ops_per_client": ops_per_client,
             "store": "postgresql" if store else "sqlite", "mutant": mutant}
     hist = History(tuple(ops), meta)
@@ -385,78 +401,85 @@ def run_query_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, clients: int = W
         rules = tuple(sorted({r for op in minimal if op.id not in placed
                               for r in model.rules(op)}))
         if out is not None:
-            name = f"race-query-{mutant or 'baseline'}-seed{seed}-{mode}.json"
+            name = f"race-query-{mutant or 'baseline'}-seed{seed}.{schedule}-{mode}.json"
             saved = save_history(out / name, hist, minimal=minimal, rules=rules,
                                  verdict=result.summary())
     return CampaignResult(hist, result, minimal, rules, saved, time.perf_counter() - start,
                           check_seconds, tuple(history[1]), why, run_seconds)
 
 
-def _run_clients(adapter: QueryAdapter, qids: list[str], seed: int, mode: Mode, clients: int,
-                 ops_per_client: int) -> tuple[list[Operation], list[str]]:
+class Session(Protocol):
+    """One client's own connections to the implementation."""
+
+    def perform(self, key: str, call: JSON) -> JSON:
+        """Make ``call`` on instance ``key``; return what was observed (raise a refusal)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+Planned = tuple[str, JSON]  # (instance key, the call's input)
+
+
+def run_clients(seed: int | str, mode: Mode, plans: Sequence[Sequence[Planned]],
+                open_session: Callable[[int], Session],
+                classify: Callable[[Exception], JSON | None],
+                admit: Callable[[Planned], bool] = lambda planned: True
+                ) -> tuple[list[Operation], list[str]]:
+    """Run one thread per plan at once (``mode``), each through its own session; the history.
+
+    ``classify`` turns an exception into what was observed (a refusal), or None when the
+    outcome is unknown. ``admit`` may skip a planned call (it is called under a lock)."""
     clock = _Clock()
-    team = [_Client(f"c{i}", i, _plan(seed, i, len(qids), ops_per_client)) for i in range(clients)]
+    team = [_Client(f"c{i}", i, list(plan)) for i, plan in enumerate(plans)]
     scheduler = _Scheduler(seed, [c.name for c in team]) if mode == "controlled" else None
-    barrier = threading.Barrier(clients, timeout=8)
+    barrier = threading.Barrier(len(team), timeout=8)
     ids = itertools.count()
-    ids_lock = threading.Lock()
-    claims: dict[int, int] = {}
-    claims_lock = threading.Lock()
+    lock = threading.Lock()
 
     def body(client: _Client) -> None:
-        # Opened before the client takes part in the schedule: the platform's setup holds
-        # a file lock across its transactions, and a client must never pause holding one.
-        platform = worker = None
+        # Opened before the client takes part in the schedule: opening may hold a file lock
+        # across transactions (the platform's setup), and a client must never pause holding one.
+        session: Session | None = None
         try:
-            platform = SyntheticPlatform(adapter.dir / "platform")
-            # One fixed instant with 0 s leases: every lease has always expired, so any
-            # worker may take over any live query at any time (the schedule the model
-            # allows); a clock read before a pause would otherwise see a later claim's
-            # lease as still running and refuse for a reason the model does not track.
-            worker = adapter.worker_class(adapter.store_path, platform, f"w{client.index}",
-                                          lease_seconds=0, clock=lambda: CLOCK[0])
-        finally:
-            if scheduler is not None:
-                scheduler.start(client.name)
+            session = open_session(client.index)
+        except Exception:
+            client.errors.append(f"client {client.name} could not start:\n"
+                                 f"{traceback.format_exc(limit=3)}")
+            barrier.abort()  # free mode: the others stop waiting for this one
+        if scheduler is not None:
+            scheduler.start(client.name)
         try:
+            if session is None:
+                return
             if scheduler is None:
                 barrier.wait()
-            for call, q in client.plan:
-                if call == "claim":  # the model counts MAX_EPOCH claims per query
-                    with claims_lock:
-                        if claims.get(q, 0) >= MAX_EPOCH:
-                            continue
-                        claims[q] = claims.get(q, 0) + 1
+            for key, call in client.plan:
+                with lock:
+                    if not admit((key, call)):
+                        continue
                 if scheduler is not None:
                     scheduler.yield_("call")
-                with ids_lock:
+                with lock:
                     op_id = next(ids)
                 called = clock.tick()
-                output: dict[str, Any] | None
+                output: JSON | None
                 try:
-                    output = _perform(worker, call, qids[q])
-                except Busy as exc:
-                    output = {"ok": False, "void": True, "error": type(exc).__name__}
-                except CallerError as exc:
-                    output = {"ok": False, "error": type(exc).__name__}
-                    if _ROW_LOCKED in str(exc):  # PostgreSQL's SKIP LOCKED: look again later
-                        output["void"] = True
-                except Exception:  # the outcome is unknown: it may or may not have applied
-                    output = None
-                    client.errors.append(traceback.format_exc(limit=3))
+                    output = session.perform(key, call)
+                except Exception as exc:
+                    output = classify(exc)
+                    if output is None:  # the outcome is unknown: it may or may not have applied
+                        client.errors.append(traceback.format_exc(limit=3))
                 returned = None if output is None else clock.tick()
-                client.ops.append(Operation(op_id, client.name, f"q{q}",
-                                            {"op": call, "worker": client.index}, output,
-                                            called, returned))
+                client.ops.append(Operation(op_id, client.name, key, call, output, called,
+                                            returned))
                 if scheduler is not None:
                     scheduler.yield_("return")
         finally:
             if scheduler is not None:
                 scheduler.finish()
-            if worker is not None:
-                worker.close()
-            if platform is not None:
-                platform.close()
+            if session is not None:
+                session.close()
 
     previous = _db.set_boundary_hook(scheduler.yield_ if scheduler is not None else None)
     try:
@@ -472,86 +495,56 @@ def _run_clients(adapter: QueryAdapter, qids: list[str], seed: int, mode: Mode, 
     return ops, [e for c in team for e in c.errors]
 
 
-# ---------------------------------------------------------------------------- replay
-def replay(path: Path, *, store: str | None = None,
-           adapter_class: Callable[..., QueryAdapter] | None = None) -> tuple[CheckResult, CampaignResult]:
-    """Check the saved history again, and re-run its campaign with the same seed and mode:
-    (the saved history's verdict, the new run's result). ``adapter_class`` defaults to the
-    recorded mutant's (from the race catalogue) or the bundled implementation."""
-    history, _minimal, _data = load_history(path)
-    meta = history.meta
-    if meta.get("implementation") != "query":
-        raise ValueError(f"{str(path)!r}: no campaign for implementation "
-                         f"{meta.get('implementation')!r}")
-    saved = check(history, QueryOpsModel())
-    if adapter_class is None:
-        adapter_class = QueryAdapter
-        if meta.get("mutant"):
-            from .mutants.races import RACE_MUTANTS
-            found = [m for m in RACE_MUTANTS if m.name == meta["mutant"]]
-            if not found:
-                raise ValueError(f"{str(path)!r}: no race mutant named {meta['mutant']!r}")
-            adapter_class = _query_adapter(found[0].adapter_class)
-    again = run_query_campaign(int(meta["seed"]), mode=meta["mode"], clients=int(meta["clients"]),
-                               queries=int(meta["queries"]),
-                               ops_per_client=int(meta["ops_per_client"]), store=store,
-                               adapter_class=adapter_class, mutant=meta.get("mutant"))
-    return saved, again
+class _WorkerSession:
+    """A worker process's view: its own platform client and store connection."""
+
+    def __init__(self, adapter: QueryAdapter, index: int, qids: Sequence[str]) -> None:
+        self.platform = SyntheticPlatform(adapter.dir / "platform")
+        self.qids = qids
+        try:
+            # One fixed instant with 0 s leases: every lease has always expired, so any
+            # worker may take over any live query at any time (the schedule the model
+            # allows); a clock read before a pause would otherwise see a later claim's
+            # lease as still running and refuse for a reason the model does not track.
+            self.worker = adapter.worker_class(adapter.store_path, self.platform, f"w{index}",
+                                               lease_seconds=0, clock=lambda: CLOCK[0])
+        except BaseException:
+            self.platform.close()
+            raise
+
+    def perform(self, key: str, call: JSON) -> JSON:
+        return _perform(self.worker, str(call["op"]), self.qids[int(key[1:])])
+
+    def close(self) -> None:
+        self.worker.close()
+        self.platform.close()
 
 
-def _query_adapter(make: Callable[..., object]) -> Callable[..., QueryAdapter]:
-    """A race mutant's adapter class, checked to be the query adapter the campaign drives."""
-    if not (isinstance(make, type) and issubclass(make, QueryAdapter)):
-        raise TypeError(f"{make!r} is not a QueryAdapter subclass")
-    return make
+def _classify_worker(exc: Exception) -> JSON | None:
+    if isinstance(exc, Busy):
+        return {"ok": False, "void": True, "error": type(exc).__name__}
+    if isinstance(exc, CallerError):
+        output: JSON = {"ok": False, "error": type(exc).__name__}
+        if _ROW_LOCKED in str(exc):  # PostgreSQL's SKIP LOCKED: look again later
+            output["void"] = True
+        return output
+    return None
 
 
-# ---------------------------------------------------------------------------- figures
-def bench(quick: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(figures for ``lockstep``, the ``linearizability`` section) of ``settled bench``.
+def _run_clients(adapter: QueryAdapter, qids: list[str], seed: int, mode: Mode, clients: int,
+                 ops_per_client: int, schedule: int) -> tuple[list[Operation], list[str]]:
+    plans = [[(f"q{q}", {"op": call, "worker": i})
+              for call, q in _plan(seed, i, len(qids), ops_per_client)] for i in range(clients)]
+    claims: dict[str, int] = {}
 
-    The race mutants' kills by mode on seeds 1-10 (1-3 when quick) are the measurement
-    :data:`DEFAULT_MODE` was chosen by."""
-    from .mutants.races import RACE_MUTANTS
+    def admit(planned: Planned) -> bool:
+        key, call = planned
+        if call["op"] != "claim":
+            return True
+        if claims.get(key, 0) >= MAX_EPOCH:  # the model counts MAX_EPOCH claims per query
+            return False
+        claims[key] = claims.get(key, 0) + 1
+        return True
 
-    seeds = range(1, 4 if quick else 11)
-    ops = runs = 0.0
-    for seed in seeds:
-        r = run_query_campaign(seed)
-        ops += len(r.history.operations)
-        runs += r.run_seconds
-    # A 200-operation history of the bundled implementation (3 clients, 8 queries).
-    big = run_query_campaign(1, queries=8, ops_per_client=100, shrink=False)
-    history = big.history.operations[:200]
-    model = QueryOpsModel()
-    rounds = 3 if quick else 10
-    t0 = time.perf_counter()
-    for _ in range(rounds):
-        verdict = check(history, model)
-    per_history = (time.perf_counter() - t0) / rounds
-    kills: dict[str, Any] = {}
-    for mode in ("controlled", "free"):
-        killed, spent, firsts = 0, 0.0, []
-        for m in RACE_MUTANTS:
-            t_mutant = time.perf_counter()
-            first = None
-            for seed in seeds:
-                r = run_query_campaign(seed, mode=mode, adapter_class=_query_adapter(m.adapter_class),
-                                       mutant=m.name, shrink=False)
-                if not r.ok:
-                    killed += 1
-                    if first is None:
-                        first = time.perf_counter() - t_mutant
-            spent += time.perf_counter() - t_mutant
-            firsts.append(first)
-        kills[mode] = {"killed": killed, "runs": len(RACE_MUTANTS) * len(seeds),
-                       "seconds": round(spent, 3),
-                       # to each mutant's first kill; null: never killed on these seeds
-                       "seconds_to_first_kill": [None if f is None else round(f, 3) for f in firsts]}
-    lockstep = {"concurrent_ops_per_second": round(ops / runs, 1) if runs else None}
-    section = {"history_operations": len(history), "history_parts": verdict.parts,
-               "history_linearizable": verdict.ok, "search_states": verdict.explored,
-               "seconds_per_history": round(per_history, 4),
-               "default_mode": DEFAULT_MODE, "race_mutant_kills_by_mode": kills,
-               "seeds": [seeds.start, seeds.stop - 1]}
-    return lockstep, section
+    return run_clients(f"{seed}/{schedule}", mode, plans, lambda i: _WorkerSession(adapter, i, qids),
+                       _classify_worker, admit)

@@ -63,9 +63,9 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, i
 from settled._demo_approval import bench_approval
 from settled._demo_ledger import bench_ledger
 from settled.conformance import _trace
-from settled.conformance._concurrent import bench as bench_concurrent
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._lockstep import MIN_STEPS
+from settled.conformance._races import bench as bench_concurrent
 from settled.conformance._suites import query_suite
 from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of

@@ -9,12 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from settled.conformance._concurrent import (
-    QueryOpsModel,
-    independence,
-    replay,
-    run_query_campaign,
-)
+from settled.conformance._concurrent import QueryOpsModel, independence, run_query_campaign
+from settled.conformance._concurrent_business import BusinessOrdersModel, run_business_campaign
 from settled.conformance._linearize import (
     History,
     Operation,
@@ -24,10 +20,11 @@ from settled.conformance._linearize import (
     save_history,
     timeline,
 )
-from settled.conformance.mutants import all_mutants
+from settled.conformance._races import replay, run_campaign, run_race_mutant
+from settled.conformance.mutants import Mutant, all_mutants
 from settled.conformance.mutants.races import RACE_MUTANTS
 from settled.impl.shared import _db
-from settled.model.systems import build_query_system
+from settled.model.systems import build_approval_system, build_query_system
 
 MODEL = QueryOpsModel()
 
@@ -152,6 +149,32 @@ def test_the_split_per_query_is_proven_from_the_system_declaration() -> None:
     # condition_updated is synchronised across the task's queries: no split.
     proven, why = independence(system, {"claim", "condition_updated"})
     assert not proven and "condition_updated" in why
+    # orders draw on one stock (the commit refinement): one part, never split
+    proven, why = independence(build_approval_system(), {"commit"})
+    assert not proven and "commit" in why
+
+
+def order(i: int, client: str, token: int, output: dict[str, object] | None, start: int,
+          end: int | None) -> Operation:
+    return Operation(i, client, "stock", {"op": "order", "token": token}, output, start, end)
+
+
+def test_orders_beyond_the_stock_are_rejected_and_a_replay_takes_no_stock() -> None:
+    model = BusinessOrdersModel(tokens=3, stock=1)
+    sold_twice = [order(0, "c0", 0, {"ok": True}, 1, 3), order(1, "c1", 1, {"ok": True}, 2, 4)]
+    assert not check(sold_twice, model, split=False).ok
+    one_refused = [order(0, "c0", 0, {"ok": True}, 1, 3),
+                   order(1, "c1", 1, {"ok": False, "error": "InsufficientStock"}, 2, 4)]
+    assert check(one_refused, model, split=False).ok
+    replayed = [order(0, "c0", 0, {"ok": True}, 1, 2), order(1, "c1", 0, {"ok": True}, 3, 4),
+                Operation(2, "c2", "stock", {"op": "stock"}, {"ok": True, "stock": 0}, 5, 6)]
+    assert check(replayed, model, split=False).ok
+    applied_twice = [*replayed[:2],
+                     Operation(2, "c2", "stock", {"op": "stock"}, {"ok": True, "stock": -1}, 5, 6)]
+    assert not check(applied_twice, model, split=False).ok
+    # a refusal while stock is left is not what the store may do
+    early = [order(0, "c0", 0, {"ok": False, "error": "InsufficientStock"}, 1, 2)]
+    assert not check(early, model, split=False).ok
 
 
 # ---------------------------------------------------------------------------- the DB hook
@@ -182,6 +205,13 @@ def test_the_bundled_worker_passes_a_controlled_and_a_free_campaign() -> None:
         assert result.result.checked > 50 and not result.errors
 
 
+def test_the_bundled_business_store_passes_a_controlled_and_a_free_campaign() -> None:
+    for mode in ("controlled", "free"):
+        result = run_business_campaign(1, mode=mode)
+        assert result.ok, result.report()
+        assert result.result.checked == 30 and result.result.parts == 1 and not result.errors
+
+
 def test_the_controlled_mode_repeats_the_same_history_for_the_same_seed() -> None:
     first = run_query_campaign(4, ops_per_client=12)
     again = run_query_campaign(4, ops_per_client=12)
@@ -189,61 +219,61 @@ def test_the_controlled_mode_repeats_the_same_history_for_the_same_seed() -> Non
         [o.to_json() for o in again.history.operations]
 
 
-def test_a_found_race_is_saved_drawn_and_replays_from_its_file(tmp_path: Path) -> None:
-    mutant = RACE_MUTANTS[0]
-    result = run_query_campaign(1, adapter_class=mutant.adapter_class,  # type: ignore[arg-type]
-                                mutant=mutant.name, out=tmp_path)
+@pytest.mark.parametrize("mutant", RACE_MUTANTS, ids=lambda m: m.name)
+def test_a_found_race_is_saved_drawn_and_replays_from_its_file(mutant: Mutant,
+                                                               tmp_path: Path) -> None:
+    result = run_race_mutant(mutant, 1, out=tmp_path)
     assert not result.ok
-    assert result.rules == ("Q11",)
+    assert mutant.rule in result.rules
     assert result.saved is not None and result.saved.is_file()
-    assert 2 <= len(result.minimal) < len(result.result.failed_ops)
+    assert 2 <= len(result.minimal) <= len(result.result.failed_ops)
     assert "minimal history:" in result.report()
     saved, again = replay(result.saved)
     assert not saved.ok and not again.ok
-    assert [o.to_json() for o in again.history.operations] == \
-        [o.to_json() for o in result.history.operations]
+    if result.history.meta["mode"] == "controlled":  # the same schedule, the same history
+        assert [o.to_json() for o in again.history.operations] == \
+            [o.to_json() for o in result.history.operations]
 
 
 def test_race_mutants_are_not_in_the_lockstep_catalogue() -> None:
     # the lockstep kit cannot reach them by construction; they have their own catalogue
     names = {m.name for m in all_mutants()}
     assert RACE_MUTANTS and not names & {m.name for m in RACE_MUTANTS}
-    assert len({m.name for m in RACE_MUTANTS}) == len(RACE_MUTANTS) >= 2
+    for machine in ("query_concurrent", "business_concurrent"):
+        assert len([m for m in RACE_MUTANTS if m.machine == machine]) >= 2
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", RACE_MUTANTS, ids=lambda m: m.name)
-def test_each_race_mutant_is_killed_on_seeds_1_to_10_on_sqlite(mutant: object) -> None:
-    from settled.conformance.mutants import Mutant
-
-    assert isinstance(mutant, Mutant)
-    survived = [seed for seed in range(1, 11)
-                if run_query_campaign(seed, adapter_class=mutant.adapter_class,  # type: ignore[arg-type]
-                                      mutant=mutant.name, shrink=False).ok]
+def test_each_race_mutant_is_killed_on_seeds_1_to_10_on_sqlite(mutant: Mutant) -> None:
+    survived = [seed for seed in range(1, 11) if run_race_mutant(mutant, seed, shrink=False).ok]
     assert survived == []
 
 
 @pytest.mark.slow
-def test_the_bundled_worker_passes_seeds_1_to_10_on_sqlite() -> None:
-    failed = [seed for seed in range(1, 11) for mode in ("controlled", "free")
-              if not run_query_campaign(seed, mode=mode, shrink=False).ok]
+@pytest.mark.parametrize("implementation", ["query", "business"])
+def test_the_bundled_implementation_passes_seeds_1_to_10_on_sqlite(implementation: str) -> None:
+    failed = [(seed, mode) for seed in range(1, 11) for mode in ("controlled", "free")
+              if not run_campaign(implementation, seed, mode=mode, shrink=False).ok]
     assert failed == []
 
 
 @pytest.mark.slow
-def test_race_mutants_die_and_the_bundled_worker_passes_on_postgresql(pg_url: str) -> None:
+def test_race_mutants_die_and_the_bundled_implementation_passes_on_postgresql(
+        pg_url: str) -> None:
     for mutant in RACE_MUTANTS:
         survived = [seed for seed in range(1, 11)
-                    if run_query_campaign(seed, adapter_class=mutant.adapter_class,  # type: ignore[arg-type]
-                                          mutant=mutant.name, store=pg_url, shrink=False).ok]
+                    if run_race_mutant(mutant, seed, store=pg_url, shrink=False).ok]
         assert survived == [], mutant.name
-    failed = [(seed, mode) for seed in range(1, 11) for mode in ("controlled", "free")
-              if not run_query_campaign(seed, mode=mode, store=pg_url,
-                                        shrink=False).ok]
+    failed = [(implementation, seed, mode) for implementation in ("query", "business")
+              for seed in range(1, 11) for mode in ("controlled", "free")
+              if not run_campaign(implementation, seed, mode=mode, store=pg_url,
+                                  shrink=False).ok]
     assert failed == []
 
 
-def test_one_campaign_runs_on_postgresql(pg_url: str) -> None:
-    result = run_query_campaign(2, store=pg_url, ops_per_client=16)
-    assert result.ok, result.report()
-    assert result.history.meta["store"] == "postgresql"
+def test_one_campaign_of_each_implementation_runs_on_postgresql(pg_url: str) -> None:
+    for implementation in ("query", "business"):
+        result = run_campaign(implementation, 2, store=pg_url, ops_per_client=16, schedules=1)
+        assert result.ok, result.report()
+        assert result.history.meta["store"] == "postgresql"

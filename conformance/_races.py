@@ -1,0 +1,139 @@
+"""The race catalogue's runner: concurrent campaigns by implementation, their replay and
+their figures.
+
+A campaign is identified by (implementation, seed, schedule, mode): the seed draws the
+clients' calls, the schedule (with the seed) the controlled scheduler's choices. One
+seed tries up to :data:`SCHEDULES` schedules and stops at the first failure, as a
+model-checking run tries several interleavings of one scenario: the calls of a seed
+stay the same, only who runs when changes. The saved file records the schedule that
+failed, so :func:`replay` runs exactly that one again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from ._concurrent import DEFAULT_MODE, CampaignResult, QueryOpsModel, run_query_campaign
+from ._concurrent_business import BusinessOrdersModel, run_business_campaign
+from ._linearize import CheckResult, Model, check, load_history
+from .mutants import Mutant
+from .mutants.races import RACE_MUTANTS
+
+__all__ = ["CAMPAIGNS", "IMPLEMENTATIONS", "SCHEDULES", "bench", "replay", "run_campaign",
+           "run_race_mutant"]
+
+SCHEDULES: Final = 3
+CAMPAIGNS: Final[dict[str, Callable[..., CampaignResult]]] = {
+    "query": run_query_campaign, "business": run_business_campaign}
+IMPLEMENTATIONS: Final = tuple(CAMPAIGNS)
+_MACHINE: Final = {"query_concurrent": "query", "business_concurrent": "business"}
+
+
+def _model(implementation: str) -> Model:
+    return QueryOpsModel() if implementation == "query" else BusinessOrdersModel()
+
+
+def run_campaign(implementation: str, seed: int, *, schedules: int = SCHEDULES,
+                 **options: Any) -> CampaignResult:
+    """The first failing schedule of ``seed`` (0, 1, ... up to ``schedules``), else the last."""
+    if implementation not in CAMPAIGNS:
+        raise ValueError(f"no concurrent campaign for {implementation!r}; there are "
+                         f"{', '.join(IMPLEMENTATIONS)}")
+    run = CAMPAIGNS[implementation]
+    result = None
+    for schedule in range(max(1, schedules)):
+        result = run(seed, schedule=schedule, **options)
+        if not result.ok:
+            break
+    assert result is not None
+    return result
+
+
+def run_race_mutant(mutant: Mutant, seed: int, **options: Any) -> CampaignResult:
+    """``mutant``'s campaign on ``seed``; it is killed when the result is not ok."""
+    return run_campaign(_MACHINE[mutant.machine], seed, adapter_class=mutant.adapter_class,
+                        mutant=mutant.name, **options)
+
+
+def replay(path: Path, *, store: str | None = None) -> tuple[CheckResult, CampaignResult]:
+    """(the saved history checked again, the same campaign run again): same seed, schedule,
+    mode and mutant (from the race catalogue) as recorded. ValueError on a bad file."""
+    history, _minimal, _data = load_history(path)
+    meta = history.meta
+    implementation = meta.get("implementation")
+    if implementation not in CAMPAIGNS:
+        raise ValueError(f"{str(path)!r}: no campaign for implementation {implementation!r}")
+    options: dict[str, Any] = {"mode": meta["mode"], "store": store,
+                               "ops_per_client": int(meta["ops_per_client"]),
+                               "schedule": int(meta.get("schedule", 0))}
+    if implementation == "query":
+        options.update(clients=int(meta["clients"]), queries=int(meta["queries"]))
+    if meta.get("mutant"):
+        found = [m for m in RACE_MUTANTS if m.name == meta["mutant"]]
+        if not found:
+            raise ValueError(f"{str(path)!r}: no race mutant named {meta['mutant']!r}")
+        options.update(adapter_class=found[0].adapter_class, mutant=found[0].name)
+    saved = check(history, _model(str(implementation)), split=implementation == "query")
+    again = CAMPAIGNS[str(implementation)](int(meta["seed"]), **options)
+    return saved, again
+
+
+def bench(quick: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(figures for ``lockstep``, the ``linearizability`` section) of ``settled bench``.
+
+    The race mutants' kills by mode on seeds 1-10 (1-3 when quick) are the measurement
+    :data:`._concurrent.DEFAULT_MODE` was chosen by."""
+    seeds = range(1, 4 if quick else 11)
+    ops = runs = 0.0
+    for implementation in IMPLEMENTATIONS:
+        for seed in seeds:
+            r = CAMPAIGNS[implementation](seed)
+            ops += len(r.history.operations)
+            runs += r.run_seconds
+    # A 200-operation history of the bundled query worker (3 clients, 8 queries).
+    big = run_query_campaign(1, queries=8, ops_per_client=100, shrink=False)
+    history = big.history.operations[:200]
+    model = QueryOpsModel()
+    rounds = 3 if quick else 10
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        verdict = check(history, model)
+    per_history = (time.perf_counter() - t0) / rounds
+    # ... and one of the business store, not split (the orders share the stock).
+    orders = run_business_campaign(1, ops_per_client=67, shrink=False).history.operations[:200]
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        unsplit = check(orders, BusinessOrdersModel(), split=False)
+    per_unsplit = (time.perf_counter() - t0) / rounds
+    kills: dict[str, Any] = {}
+    for mode in ("controlled", "free"):
+        figures: dict[str, Any] = {}
+        for m in RACE_MUTANTS:
+            t_mutant = time.perf_counter()
+            killed, first = 0, None
+            for seed in seeds:
+                r = run_race_mutant(m, seed, mode=mode, shrink=False, schedules=1)
+                if not r.ok:
+                    killed += 1
+                    if first is None:
+                        first = time.perf_counter() - t_mutant
+            figures[m.name] = {"killed": killed, "seeds": len(seeds),
+                               "seconds": round(time.perf_counter() - t_mutant, 3),
+                               "seconds_to_first_kill": None if first is None else round(first, 3)}
+        kills[mode] = {"killed": sum(f["killed"] for f in figures.values()),
+                       "runs": len(RACE_MUTANTS) * len(seeds), "mutants": figures}
+    lockstep = {"concurrent_ops_per_second": round(ops / runs, 1) if runs else None}
+    section = {"history_operations": len(history), "history_parts": verdict.parts,
+               "history_linearizable": verdict.ok, "search_states": verdict.explored,
+               "seconds_per_history": round(per_history, 4),
+               "unsplit_history_operations": len(orders),
+               "unsplit_history_linearizable": unsplit.ok,
+               "unsplit_search_states": unsplit.explored,
+               "seconds_per_unsplit_history": round(per_unsplit, 4),
+               "default_mode": DEFAULT_MODE,
+               # one schedule per seed here, so the two modes are compared like for like
+               "race_mutant_kills_by_mode": kills, "seeds": [seeds.start, seeds.stop - 1]}
+    return lockstep, section
