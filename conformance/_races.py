@@ -137,3 +137,59 @@ def bench(quick: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
                # one schedule per seed here, so the two modes are compared like for like
                "race_mutant_kills_by_mode": kills, "seeds": [seeds.start, seeds.stop - 1]}
     return lockstep, section
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m settled.conformance._races run IMPLEMENTATION [--seed N] [--mode M]
+    [--mutant NAME] [--store URL] [--out DIR]`` or ``… replay FILE [--store URL]``.
+
+    Exit 0: linearizable; 1: a race found (or reproduced); 2: bad input; 3: a campaign
+    that could not run (a client did not start, nothing was checked)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m settled.conformance._races")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="one concurrent campaign (up to SCHEDULES schedules)")
+    run.add_argument("implementation", choices=IMPLEMENTATIONS)
+    run.add_argument("--seed", type=int, default=1)
+    run.add_argument("--mode", choices=("controlled", "free"), default=DEFAULT_MODE)
+    run.add_argument("--mutant", help="a race mutant's name (conformance/mutants/races.py)")
+    run.add_argument("--store", help="a postgresql:// URL (default: SQLite files)")
+    run.add_argument("--out", type=Path, help="where a failing history is saved")
+    again = sub.add_parser("replay", help="check a saved history and run its campaign again")
+    again.add_argument("file", type=Path)
+    again.add_argument("--store", help="a postgresql:// URL (default: SQLite files)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "replay":
+            saved, result = replay(args.file, store=args.store)
+            print(f"saved history: {saved.summary()}")
+            print(result.report())
+            if result.result.nothing_checked or not result.started:
+                return 3
+            return 1 if not (saved.ok and result.ok) else 0
+        options: dict[str, Any] = {"mode": args.mode, "store": args.store, "out": args.out}
+        if args.mutant:
+            found = [m for m in RACE_MUTANTS if m.name == args.mutant]
+            if not found:
+                raise ValueError(f"no race mutant named {args.mutant!r}; there are "
+                                 f"{', '.join(m.name for m in RACE_MUTANTS)}")
+            if _MACHINE[found[0].machine] != args.implementation:
+                raise ValueError(f"{args.mutant} is a mutant of {_MACHINE[found[0].machine]}")
+            result = run_race_mutant(found[0], args.seed, **options)
+        else:
+            result = run_campaign(args.implementation, args.seed, **options)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    print(result.report())
+    if result.result.nothing_checked or not result.started:
+        return 3
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -277,3 +277,21 @@ def test_one_campaign_of_each_implementation_runs_on_postgresql(pg_url: str) -> 
         result = run_campaign(implementation, 2, store=pg_url, ops_per_client=16, schedules=1)
         assert result.ok, result.report()
         assert result.history.meta["store"] == "postgresql"
+
+
+# ---------------------------------------------------------------------------- settled verify
+def test_verify_runs_the_concurrent_campaign_and_says_what_it_did_not_check() -> None:
+    from settled import _cmd_verify, _verify
+
+    passed = _verify.check_concurrent("approval", 3)
+    assert passed["checked"] and passed["ok"] and passed["operations"]["controlled"] > 0
+    assert "ops" in _cmd_verify._concurrent_cell(passed)
+    missing = _verify.check_concurrent("ledger", 3)
+    assert not missing["checked"] and "no concurrent campaign" in missing["why"]
+    assert "NOT CHECKED" in _cmd_verify._concurrent_cell(missing)
+    report = _verify.MachineReport("approval", explore={"ok": True}, system={"ok": True},
+                                   lockstep={"ok": True}, trace_check={"ok": True},
+                                   concurrent={**passed, "ok": False})
+    assert not report.ok  # a failed campaign fails verify
+    report.concurrent = passed
+    assert report.ok
