@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["FORMAT", "CheckResult", "History", "Model", "Operation", "check", "load_history",
+__all__ = ["FORMAT", "CheckResult", "History", "Model", "Operation", "check", "cut", "load_history",
            "save_history", "shrink", "timeline"]
 
 FORMAT = "settled-history/1"
@@ -190,12 +190,27 @@ def _check_part(ops: list[Operation], model: Model, key: str) -> tuple[bool, tup
 
 
 # ---------------------------------------------------------------------------- minimal history
+def cut(ops: Sequence[Operation], n: int) -> list[Operation]:
+    """The run as it stood just before the (n+1)-th invocation: the first ``n`` operations by
+    invocation, those that had not returned by then made unknown.
+
+    Sound: a later call (left out) may have changed what a still-pending call observed, so
+    that call keeps only what is certain, its invocation; an operation that returned before
+    the cut cannot have seen anything invoked after it."""
+    ordered = sorted(ops, key=lambda o: o.call)
+    if n >= len(ordered):
+        return ordered
+    instant = ordered[n].call
+    return [o if o.ret is not None and o.ret < instant else replace(o, output=None, ret=None)
+            for o in ordered[:n]]
+
+
 def shrink(ops: Sequence[Operation], fails: Callable[[Sequence[Operation]], bool],
            droppable: Callable[[Operation], bool] = lambda op: False) -> list[Operation]:
     """A smaller history that still fails, and fails for a real reason.
 
-    Two moves, both sound: (1) the shortest failing *prefix* by invocation (the same
-    execution, cut at an instant: every operation invoked later left out), then (2) drop,
+    Two moves, both sound: (1) the shortest failing *prefix* (:func:`cut`: the same
+    execution at an instant, every operation invoked later left out), then (2) drop,
     one at a time while it still fails, operations ``droppable`` says can only constrain
     (a refusal: it changed nothing, so leaving it out can only make the rest easier to
     linearize). An operation that changed the state, or whose outcome is unknown, is never
@@ -206,8 +221,9 @@ def shrink(ops: Sequence[Operation], fails: Callable[[Sequence[Operation]], bool
         raise ValueError("shrink needs a failing history to start from")
     current = ordered
     for k in range(1, len(ordered) + 1):
-        if fails(ordered[:k]):
-            current = ordered[:k]
+        prefix = cut(ordered, k)
+        if fails(prefix):
+            current = prefix
             break
     changed = True
     while changed:

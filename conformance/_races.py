@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from ._concurrent import DEFAULT_MODE, CampaignResult, QueryOpsModel, run_query_campaign
 from ._concurrent_business import BusinessOrdersModel, run_business_campaign
-from ._linearize import CheckResult, Model, check, load_history
+from ._linearize import CheckResult, Model, check, cut, load_history
 from .mutants import Mutant
 from .mutants.races import RACE_MUTANTS
 
@@ -93,9 +93,9 @@ def bench(quick: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
             r = CAMPAIGNS[implementation](seed)
             ops += len(r.history.operations)
             runs += r.run_seconds
-    # A 200-operation history of the bundled query worker (3 clients, 8 queries).
-    big = run_query_campaign(1, queries=8, ops_per_client=100, shrink=False)
-    history = big.history.operations[:200]
+    # A 200-operation history of the bundled query worker (3 clients, 12 queries).
+    big = run_query_campaign(1, queries=12, ops_per_client=120, shrink=False)
+    history = cut(big.history.operations, 200)
     model = QueryOpsModel()
     rounds = 3 if quick else 10
     t0 = time.perf_counter()
@@ -103,7 +103,7 @@ def bench(quick: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
         verdict = check(history, model)
     per_history = (time.perf_counter() - t0) / rounds
     # ... and one of the business store, not split (the orders share the stock).
-    orders = run_business_campaign(1, ops_per_client=67, shrink=False).history.operations[:200]
+    orders = cut(run_business_campaign(1, ops_per_client=67, shrink=False).history.operations, 200)
     t0 = time.perf_counter()
     for _ in range(rounds):
         unsplit = check(orders, BusinessOrdersModel(), split=False)

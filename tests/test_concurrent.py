@@ -295,3 +295,16 @@ def test_verify_runs_the_concurrent_campaign_and_says_what_it_did_not_check() ->
     assert not report.ok  # a failed campaign fails verify
     report.concurrent = passed
     assert report.ok
+
+
+def test_a_cut_history_makes_calls_pending_at_the_cut_unknown() -> None:
+    from settled.conformance._linearize import cut
+
+    # w1's claim is invoked after w0's and returns before it: w0 saw epoch 2. Cut before
+    # w1's invocation, w0's result is no longer certain: it becomes unknown, not a failure.
+    whole = [claim(0, 0, 2, 1, 4), claim(1, 1, 1, 2, 3)]
+    assert check(whole, MODEL).ok
+    first = cut(whole, 1)
+    assert first[0].unknown and first[0].output is None
+    assert check(first, MODEL).ok
+    assert not check(whole[:1], MODEL).ok  # a plain slice would report a race that is not there
