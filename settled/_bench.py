@@ -65,6 +65,7 @@ from settled._demo_ledger import bench_ledger
 from settled.conformance import _trace
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._lockstep import MIN_STEPS
+from settled.conformance._races import bench as bench_concurrent
 from settled.conformance._suites import query_suite
 from settled.conformance._system import explore_system
 from settled.conformance._tracegen import event_of
@@ -771,6 +772,9 @@ def run_bench(quick: bool = False, directory: Path | None = None,
         with _postgres(store, warn) as (url, skipped):
             report["impl"] = bench_impl(base / "impl", sizes, say, url, skipped)
         report["lockstep"] = bench_lockstep(sizes, say)
+        say("concurrent campaigns and linearizability")
+        concurrent, report["linearizability"] = bench_concurrent(quick)
+        report["lockstep"].update(concurrent)
         report["trace_check"] = bench_trace_check(base / "trace", sizes, say)
         report["explore"] = bench_explore(sizes, say)
         report["approval"] = bench_approval_section(base / "approval", sizes, say)

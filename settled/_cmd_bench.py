@@ -26,6 +26,7 @@ SECTIONS = {
     "explore": "the explorer",
     "approval": "the approval runtime",
     "ledger": "the tool-call ledger: turns and their recovery",
+    "linearizability": "concurrent campaigns: the history checker and the race mutants by mode",
 }
 
 

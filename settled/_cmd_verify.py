@@ -82,8 +82,10 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("  transitions", lambda m: (f"{m['system_lockstep']['fired']}/"
                                  f"{m['system_lockstep']['declared']}"
                                  if m.get("system_lockstep", {}).get("checked") else "")),
+    ("concurrent", lambda m: _concurrent_cell(m.get("concurrent", {}))),
     ("seconds", lambda m: _secs(sum(float(m.get(part, {}).get("seconds") or 0) for part in
-                                    ("explore", "system", "lockstep", "system_lockstep")))),
+                                    ("explore", "system", "lockstep", "system_lockstep",
+                                     "concurrent")))),
     ("verdict", lambda m: "[green]✓ ok[/green]" if m["ok"] else "[red]✗ FAILED[/red]"),
 ]
 
@@ -112,8 +114,20 @@ def _system_lockstep_cell(sl: dict[str, Any]) -> str:
     return f"{_mark(sl['ok'])} {sl['examples']:,} runs"
 
 
+def _concurrent_cell(cc: dict[str, Any]) -> str:
+    if not cc.get("checked"):
+        return "[yellow]NOT CHECKED[/yellow]"
+    ops = cc["operations"]
+    return f"{_mark(cc['ok'])} {ops['controlled']}+{ops['free']} ops"
+
+
 def details(result: dict[str, Any]) -> None:
     for name, m in result["machines"].items():
+        cc = m.get("concurrent", {})
+        if not cc.get("checked", True):
+            err.print(f"{name}: concurrent campaign NOT CHECKED: {cc.get('why')}")
+        elif cc.get("failure"):
+            err.print(f"{name}: {cc['failure']}")
         for key, value in m["static"].items():
             if value:
                 err.print(f"{name}: static {key}: {value}")

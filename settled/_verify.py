@@ -87,6 +87,8 @@ class MachineReport:
     # The system's lockstep and the trace check of its logs; ``checked`` False (said in the
     # table and the details) where no adapter drives the system's shared state yet.
     system_lockstep: dict[str, Any] = field(default_factory=dict)
+    # Concurrent campaigns checked for linearizability; ``checked`` False likewise.
+    concurrent: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -94,12 +96,14 @@ class MachineReport:
                 and self.system.get("ok", False) and self.lockstep.get("ok", False)
                 and self.trace_check.get("ok", False)
                 and (not self.system_lockstep.get("checked", False)
-                     or self.system_lockstep.get("ok", False)))
+                     or self.system_lockstep.get("ok", False))
+                and (not self.concurrent.get("checked", False)
+                     or self.concurrent.get("ok", False)))
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "static": self.static, "explore": self.explore,
                 "system": self.system, "lockstep": self.lockstep, "trace_check": self.trace_check,
-                "system_lockstep": self.system_lockstep}
+                "system_lockstep": self.system_lockstep, "concurrent": self.concurrent}
 
 
 def check_static(p: Protocol) -> dict[str, list[str]]:
@@ -191,6 +195,31 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
                             "events": record.trace_events, "failure": record.trace_failure}}
 
 
+# The implementation each machine's concurrent campaign drives (conformance/_races.py).
+CONCURRENT_OF = {"query": "query", "approval": "business"}
+
+
+def check_concurrent(machine: str, seed: int, store: str | None = None) -> dict[str, Any]:
+    """Concurrent campaigns (controlled schedules, then free threads) checked for
+    linearizability, or why not checked."""
+    from settled.conformance._races import SCHEDULES, run_campaign
+
+    implementation = CONCURRENT_OF.get(machine)
+    if implementation is None:
+        return {"checked": False, "ok": False,
+                "why": f"no concurrent campaign drives the {machine} implementation yet"}
+    start = time.perf_counter()
+    runs = {mode: run_campaign(implementation, seed, mode=mode, store=store)
+            for mode in ("controlled", "free")}
+    failed = next((r for r in runs.values() if not r.ok), None)
+    return {"checked": True, "implementation": implementation, "seed": seed,
+            "ok": failed is None, "schedules": SCHEDULES,
+            "operations": {mode: r.result.checked for mode, r in runs.items()},
+            "store": "PostgreSQL" if store else "SQLite",
+            "seconds": round(time.perf_counter() - start, 2),
+            "failure": None if failed is None else failed.report()}
+
+
 # The views an installed package ships (diagrams/ as the package settled.views; in a
 # checkout, settled/views is a link to diagrams/).
 SHIPPED = Path(__file__).parent / "views"
@@ -257,6 +286,10 @@ def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", 
             phase(f"{name}: lockstep of the system ({SYSTEMS[name].meaning} in the "
                   "implementation)")
         report.system_lockstep = check_system_lockstep(name, profile_name, seed)
+        if name in CONCURRENT_OF:
+            say(f"{name}: concurrent campaigns ({CONCURRENT_OF[name]}: controlled schedules and "
+                "free threads) checked for linearizability")
+        report.concurrent = check_concurrent(name, seed, store)
         reports[name] = report
     views: dict[str, Any]
     where = str(SHIPPED.resolve()) if root is None else str((root / "diagrams").resolve())

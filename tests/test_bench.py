@@ -35,7 +35,7 @@ KEYS = {
     "impl": {"queries_per_second_1_worker", "queries_per_second_4_workers", "duplicate_executions",
              "raw_commits_per_second", "transactions_per_query", "ratio_to_raw_commits"},
     "lockstep": {"steps_per_second", "http_steps_per_second", "http_slowdown",
-                 "noop_steps_per_second", "ratio"},
+                 "noop_steps_per_second", "ratio", "concurrent_ops_per_second"},
     "trace_check": {"events", "events_per_second", "ratio_to_json_parse", "many_workers_ratio"},
     "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
                 "transitions_states_per_second", "transitions_states", "system_states",
@@ -43,6 +43,7 @@ KEYS = {
     "approval": {"writes_per_second", "lookups_per_second"},
     "ledger": {"turns_per_second", "calls_per_second", "recoveries_per_second",
                "recovery_seconds_over_turn_seconds"},
+    "linearizability": {"seconds_per_history", "history_operations", "search_states"},
 }
 
 

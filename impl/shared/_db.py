@@ -6,19 +6,39 @@ which starts with ``BEGIN IMMEDIATE``: the write lock is taken *before* the
 transaction reads the rows its decision depends on, so two writers can never
 both read the old state and both act on it. A lock held past the busy timeout
 surfaces as :class:`Busy`; the write is never retried silently.
+
+Transaction boundaries can be observed: :func:`set_boundary_hook` installs one
+callable (``None`` removes it), called with ``"begin"`` just before an
+outermost write transaction of the calling thread opens and ``"commit"`` just
+after it ends (committed or rolled back), on SQLite and PostgreSQL alike. It is
+never called inside a transaction, so whatever it does (a test's scheduler
+makes the thread wait its turn there) holds no lock. Nothing is installed in
+production.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from ._errors import Busy
 
 DEFAULT_BUSY_TIMEOUT = 5.0
+
+BoundaryHook = Callable[[str], None]
+_boundary_hook: BoundaryHook | None = None
+_depth = threading.local()  # write transactions the thread has open, on any connection
+
+
+def set_boundary_hook(hook: BoundaryHook | None) -> BoundaryHook | None:
+    """Install ``hook`` (called with ``"begin"`` / ``"commit"``); return the one it replaces."""
+    global _boundary_hook
+    previous, _boundary_hook = _boundary_hook, hook
+    return previous
 
 
 def connect(path: str | Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> sqlite3.Connection:
@@ -37,9 +57,30 @@ def write(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection
     A PostgreSQL connection (:class:`._pg.PgConnection`) opens its own kind of
     transaction instead (see :mod:`._pg` for its isolation levels).
     """
+    if _boundary_hook is not None:
+        return _observed(conn)
     if not isinstance(conn, sqlite3.Connection):
         return conn.write()  # type: ignore[unreachable, unused-ignore]
     return _write_sqlite(conn)
+
+
+@contextmanager
+def _observed(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """:func:`write` with the boundary hook called around the thread's outermost transaction."""
+    depth = getattr(_depth, "n", 0)
+    hook = _boundary_hook
+    if depth == 0 and hook is not None:
+        hook("begin")
+    _depth.n = depth + 1
+    try:
+        inner = (_write_sqlite(conn) if isinstance(conn, sqlite3.Connection)
+                 else conn.write())  # type: ignore[unreachable, unused-ignore]
+        with inner as opened:
+            yield opened
+    finally:
+        _depth.n = depth
+        if depth == 0 and hook is not None:
+            hook("commit")
 
 
 def row_lock(conn: sqlite3.Connection) -> str:

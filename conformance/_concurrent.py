@@ -1,0 +1,550 @@
+"""Concurrent campaigns: several clients at once against the real implementation,
+their history checked for linearizability against the model.
+
+Theory of operation
+-------------------
+The lockstep kit performs one step at a time, so two operations never
+overlap and a check-then-act race cannot show. Here several worker clients
+(threads, each with its own connection and platform client, as separate worker
+processes have) act on the same queries at once. Each operation is recorded
+with its invocation and response instants on one shared counter and what it
+observed (the lease epoch a claim got, the state a step left, or a refusal);
+an operation that raised something other than a caller's error is *unknown*
+(it may have taken effect or not). :func:`._linearize.check` then asks whether
+some order consistent with real time is accepted by the query machine, using
+the machine's own successor function (:meth:`Protocol.enabled`) as the step.
+
+The history is split per query (P-compositionality) only because the system
+declaration proves it safe: :func:`independence` checks that none of the
+triggers the clients take is synchronised across instances in
+``model.systems.build_query_system``, that no guard of theirs reads and no
+effect of theirs writes a shared variable, and that no shared transition or
+refinement carries their name. If that proof fails the campaign refuses to
+split.
+
+Two ways to run the clients:
+
+- ``free``: real threads started together on a barrier; the operating system
+  and SQLite's locks decide the interleaving. Not reproducible.
+- ``controlled``: one client runs at a time. A client yields at each
+  operation's start and end and at each transaction boundary (the hook
+  :func:`settled.impl.shared._db.set_boundary_hook` installs: just before an
+  outermost write transaction opens and just after it ends, so a paused
+  client never holds a lock), and a scheduler seeded with the campaign's seed
+  picks who runs next. Same seed, same interleaving, same history: a race found
+  once is found again.
+
+The default mode is the one that killed the race mutants faster in
+``settled bench`` (see :data:`DEFAULT_MODE`).
+
+A failure is shrunk to a minimal history (drop operations while it still
+fails), drawn as a timeline and saved as a replayable JSON file naming the
+rules of the steps involved; :func:`replay` re-runs the campaign from the
+file's recorded parameters (seed, mode, implementation, mutant) and checks
+both the new history and the saved one.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.query._worker import Worker
+from settled.impl.shared import _db
+from settled.impl.shared._errors import Busy, CallerError
+from settled.model import Protocol as Machine
+from settled.model import build_query_machine
+from settled.model._core import Config, Transition
+from settled.model._system import System
+from settled.model.systems import build_query_system
+
+from ._linearize import (
+    CheckResult,
+    History,
+    Operation,
+    check,
+    minimal_failure,
+    save_history,
+    timeline,
+)
+from ._query_adapter import CLOCK, MESSAGE_TEXT, QueryAdapter
+
+__all__ = ["DEFAULT_MODE", "CampaignResult", "Mode", "QueryOpsModel", "Session", "independence",
+           "run_clients", "run_query_campaign"]
+
+Mode = Literal["free", "controlled"]
+# Chosen by measurement: `settled bench --json` (linearizability.race_mutant_kills_by_mode,
+# one schedule per seed): controlled killed 36-40 of 40 mutant runs on seeds 1-10, free
+# threads 21 of 40 (the query claim races almost never); controlled kills came sooner.
+DEFAULT_MODE: Final[Mode] = "controlled"
+WORKERS: Final = 3  # clients; the model's `held` tuple has one slot per worker
+MAX_EPOCH: Final = 5  # claims per query the model can count (its epoch bound)
+# A claim on PostgreSQL skips a row another worker's transaction holds (SKIP LOCKED) and is
+# refused with this text: nothing was written, and the model does not track row locks, so
+# the refusal constrains nothing (the same as Busy).
+_ROW_LOCKED: Final = "transaction holds its row right now"
+OPS: Final = ("claim", "begin_submit", "call_submit", "lookup")
+_WEIGHTS: Final = (6, 2, 2, 2)
+# The model triggers each implementation call can take, by the call's name.
+TRIGGERS: Final[dict[str, frozenset[str]]] = {
+    "claim": frozenset({"claim"}),
+    "begin_submit": frozenset({"begin_submit"}),
+    "call_submit": frozenset({"submit_answered", "submit_response_lost", "submit_undelivered",
+                              "submit_rejected"}),
+    "lookup": frozenset({"lookup_running", "lookup_succeeded", "lookup_failed",
+                         "lookup_cancelled", "lookup_not_found", "lookup_timeout"}),
+}
+
+
+JSON = dict[str, Any]
+
+
+@functools.cache
+def _machine() -> Machine:
+    return build_query_machine(workers=WORKERS, max_epoch=MAX_EPOCH)
+
+
+# ---------------------------------------------------------------------------- independence
+def independence(system: System, triggers: Iterable[str]) -> tuple[bool, str]:
+    """Whether the system declaration proves instances independent for ``triggers``: (proven,
+    why). Independent means: no trigger synchronised, shared or refined, no guard reading and
+    no effect writing a shared variable, and every guard declaring what it reads."""
+    wanted = set(triggers)
+    shared = set(system.shared) | {v.name for v in system.variables}
+    if wanted & set(system.sync):
+        return False, f"synchronised across instances: {sorted(wanted & set(system.sync))}"
+    crossing = {t.trigger for t in system.transitions} | {r.trigger for r in system.refinements}
+    if wanted & crossing:
+        return False, f"shared transitions or refinements: {sorted(wanted & crossing)}"
+    machine = system.machine
+    probe = machine.view(machine.initial_config())
+    for t in machine.transitions:
+        if t.trigger not in wanted:
+            continue
+        for g in t.guards:
+            if not g.reads:
+                return False, f"guard {g.name!r} of {t.trigger!r} does not declare what it reads"
+            if set(g.reads) & shared:
+                return False, f"guard {g.name!r} of {t.trigger!r} reads {sorted(set(g.reads) & shared)}"
+        for params in t.param_choices():
+            try:
+                written = set(t.effect(probe, params))
+            except Exception as exc:  # an effect that cannot run on the probe proves nothing
+                return False, f"effect of {t.trigger!r} could not be probed ({exc})"
+            if written & shared:
+                return False, f"{t.trigger!r} writes {sorted(written & shared)}"
+    return True, (f"{system.name} shares {sorted(shared)}; none of {sorted(wanted)} is "
+                  f"synchronised or refined, reads or writes them")
+
+
+# ---------------------------------------------------------------------------- the model
+class QueryOpsModel:
+    """Worker calls on one query, stepped by the query machine's own ``enabled``."""
+
+    def __init__(self, machine: Machine | None = None) -> None:
+        self.machine = machine or _machine()
+        self._held = self.machine.variable_names.index("held")
+
+    @functools.cached_property
+    def _queued(self) -> Config:
+        """The configuration of a checked, confirmed query (the model's own steps to it)."""
+        m = self.machine
+        drafted = m.fire(m.initial_config(), "check_passed").after
+        confirm = next(s for s in m.enabled(drafted) if s.transition.trigger == "confirm"
+                       and s.params.get("quote") == "whole")
+        return confirm.after
+
+    def init(self, key: str) -> Hashable:
+        return self._queued
+
+    def _steps(self, state: Config, op: Operation) -> list[tuple[Transition, Config]]:
+        family = TRIGGERS[str(op.input["op"])]
+        w = op.input["worker"]
+        return [(s.transition, s.after) for s in self.machine.enabled(state)
+                if s.transition.trigger in family and s.params.get("worker") == w]
+
+    def step(self, state: Hashable, op: Operation) -> Iterable[Hashable]:
+        assert isinstance(state, Config)
+        steps = self._steps(state, op)
+        out = op.output
+        if out is None:  # unknown: took effect (any way the model allows) or not at all
+            return [state, *(after for _t, after in steps), *self._stored_then_lost(state, op)]
+        if out.get("ok"):
+            return [after for _t, after in steps if self._matches(after, op)]
+        if out.get("void"):  # the implementation says nothing was written (busy)
+            return [state]
+        refused = [state] if not steps else []  # refused: the model must not enable it
+        return refused + self._stored_then_lost(state, op)
+
+    def _stored_then_lost(self, state: Config, op: Operation) -> list[Config]:
+        """A submit call refused after the platform call (its lease was taken over before it
+        could record the answer) left the submission on the platform unrecorded: the model's
+        ``crash_after_platform_stored``, the step for "stored, and the worker never said"."""
+        if op.input["op"] != "call_submit":
+            return []
+        w = op.input["worker"]
+        return [s.after for s in self.machine.enabled(state)
+                if s.transition.trigger == "crash_after_platform_stored"
+                and s.params.get("worker") == w]
+
+    def only_constrains(self, op: Operation) -> bool:
+        """A refusal changes nothing (except a submit call's, see ``_stored_then_lost``)."""
+        return (op.output is not None and not op.output.get("ok")
+                and op.input["op"] != "call_submit")
+
+    def _matches(self, after: Config, op: Operation) -> bool:
+        out = op.output or {}
+        if op.input["op"] == "claim":
+            held = after.values[self._held]
+            assert isinstance(held, tuple)
+            return bool(held[int(op.input["worker"])] == out.get("epoch"))
+        return after.state == out.get("state")
+
+    def describe(self, op: Operation) -> str:
+        out = op.output
+        shown = ("?" if out is None else
+                 f"epoch {out['epoch']}" if out.get("ok") and "epoch" in out else
+                 str(out.get("state")) if out.get("ok") else f"refused ({out.get('error')})")
+        return f"w{op.input['worker']} {op.input['op']}({op.key}) -> {shown}"
+
+    def rules(self, op: Operation) -> tuple[str, ...]:
+        family = TRIGGERS[str(op.input["op"])]
+        return tuple(sorted({r for t in self.machine.transitions if t.trigger in family
+                             for r in t.rules}))
+
+
+# ---------------------------------------------------------------------------- scheduling
+class _Clock:
+    """One counter for every invocation and response: real-time order, exactly."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def tick(self) -> int:
+        with self._lock:
+            return next(self._next)
+
+
+class _Scheduler:
+    """One client at a time; at each yield point a seeded choice of who runs next."""
+
+    def __init__(self, seed: int | str, clients: Sequence[str]) -> None:
+        self._rng = random.Random(seed)
+        self._cond = threading.Condition()
+        self._live = list(clients)
+        self._current: str | None = None
+        self._local = threading.local()
+        self.switches = 0
+
+    def start(self, name: str) -> None:
+        self._local.name = name
+        with self._cond:
+            if self._current is None and name == self._live[0]:
+                self._current = self._live[self._rng.randrange(len(self._live))]
+                self._cond.notify_all()
+            self._wait(name)
+
+    def _wait(self, name: str) -> None:
+        while self._current != name:
+            if not self._cond.wait(timeout=8):
+                raise RuntimeError(f"controlled scheduler: client {name!r} waited 30 s for its "
+                                   "turn (a client blocked while holding the turn)")
+
+    def _pick(self) -> None:
+        live = self._live
+        self._current = live[self._rng.randrange(len(live))] if live else None
+        self.switches += 1
+        self._cond.notify_all()
+
+    def yield_(self, _point: str = "") -> None:
+        name = getattr(self._local, "name", None)
+        if name is None:
+            return  # not a client thread (setup, the main thread)
+        with self._cond:
+            self._pick()
+            self._wait(name)
+
+    def finish(self) -> None:
+        name = getattr(self._local, "name", None)
+        with self._cond:
+            if name in self._live:
+                self._live.remove(name)
+            self._pick()
+
+
+# ---------------------------------------------------------------------------- the campaign
+@dataclass(frozen=True, slots=True)
+class CampaignResult:
+    history: History
+    result: CheckResult
+    minimal: tuple[Operation, ...] = ()
+    rules: tuple[str, ...] = ()
+    saved: Path | None = None
+    seconds: float = 0.0
+    check_seconds: float = 0.0
+    errors: tuple[str, ...] = ()  # unexpected exceptions (recorded as unknown operations)
+    independence: str = ""
+    run_seconds: float = 0.0  # the clients' run alone (no setup, no check)
+    model: Any = None  # what drew the operations (the campaign's model); the query one if None
+
+    @property
+    def started(self) -> bool:
+        """Every client opened its session (else the history lacks a client's calls)."""
+        return not any(e.startswith("client ") for e in self.errors)
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok and self.started
+
+    def report(self) -> str:
+        meta = self.history.meta
+        head = (f"concurrent campaign {meta.get('implementation')} seed {meta.get('seed')} "
+                f"({meta.get('mode')}, {meta.get('clients')} clients, "
+                f"{len(self.history.operations)} operations, {meta.get('store')}): "
+                f"{self.result.summary()}")
+        if not self.started:
+            head += "\nINCOMPLETE: a client could not start:\n" + next(
+                e for e in self.errors if e.startswith("client "))
+        if self.result.ok or self.result.nothing_checked:
+            return head
+        model = self.model or QueryOpsModel()
+        lines = [head, f"rules: {', '.join(self.rules)}", "minimal history:",
+                 timeline(self.minimal, model)]
+        if self.saved is not None:
+            lines.append(f"saved: {self.saved} (replay: settled.conformance._races.replay)")
+        lines.append(f"instances: {self.independence}")
+        return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class _Client:
+    name: str
+    index: int
+    plan: list[tuple[str, JSON]]  # (instance key, call)
+    ops: list[Operation] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _plan(seed: int, client: int, queries: int, ops: int) -> list[tuple[str, int]]:
+    """Random calls; every client walks the queries in the same order, a stretch of calls on
+    each, so clients meet on one query at a time (contention is what a race needs)."""
+    rng = random.Random(f"{seed}/{client}")
+    return [(rng.choices(OPS, _WEIGHTS)[0], j * queries // ops) for j in range(ops)]
+
+
+def _perform(worker: Worker, call: str, qid: str) -> dict[str, Any]:
+    if call == "claim":
+        worker.claim(qid)
+        return {"ok": True, "epoch": worker.held[qid]}
+    state = getattr(worker, call)(qid)
+    return {"ok": True, "state": str(state.value)}
+
+
+def run_query_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, clients: int = WORKERS,
+                       queries: int = 6, ops_per_client: int = 36, store: str | None = None,
+                       adapter_class: Callable[..., QueryAdapter] = QueryAdapter,
+                       mutant: str | None = None, out: Path | None = None,
+                       shrink: bool = True, schedule: int = 0) -> CampaignResult:
+    """Run ``clients`` workers at once on ``queries`` confirmed queries and check the history.
+
+    ``seed`` draws the clients' calls; ``schedule`` (with it) the controlled interleaving.
+    ``store``: a postgresql:// URL (a scratch schema), else SQLite files. ``out``: where a
+    failing history is saved (a directory)."""
+    if not 1 <= clients <= WORKERS:
+        raise ValueError(f"clients must be 1..{WORKERS} (the model's worker slots), got {clients}")
+    proven, why = independence(build_query_system(), set().union(*TRIGGERS.values()))
+    if not proven:
+        raise RuntimeError(f"cannot split the history per query: {why}")
+    start = time.perf_counter()
+    adapter = adapter_class(instances=queries, workers=1, store=store)
+    try:
+        qids = []
+        for item in adapter.items:
+            q = adapter.store.request_query(item.task.task_id, APP_MONTHLY_SQL)
+            adapter.store.confirm(q.query_id, q.draft_version, q.condition_version, MESSAGE_TEXT,
+                                  item.message, item.run)
+            qids.append(q.query_id)
+        t_run = time.perf_counter()
+        history = _run_clients(adapter, qids, seed, mode, clients, ops_per_client, schedule)
+        run_seconds = time.perf_counter() - t_run
+    finally:
+        adapter.close()
+    ops = history[0]
+    meta = {"implementation": "query", "seed": seed, "schedule": schedule, "mode": mode,
+            "clients": clients,
+            "queries": queries, "ops_per_client": ops_per_client,
+            "store": "postgresql" if store else "sqlite", "mutant": mutant}
+    hist = History(tuple(ops), meta)
+    model = QueryOpsModel()
+    t0 = time.perf_counter()
+    result = check(hist, model)
+    check_seconds = time.perf_counter() - t0
+    minimal: tuple[Operation, ...] = ()
+    rules: tuple[str, ...] = ()
+    saved = None
+    if not result.ok and not result.nothing_checked:
+        minimal = tuple(minimal_failure(hist.operations, model) if shrink else result.failed_ops)
+        # The rules of the steps that could not be placed: the operations outside the
+        # longest order the search found for the minimal history.
+        stuck = check(minimal, model)
+        placed = set(stuck.longest)
+        rules = tuple(sorted({r for op in minimal if op.id not in placed
+                              for r in model.rules(op)}))
+        if out is not None:
+            name = f"race-query-{mutant or 'baseline'}-seed{seed}.{schedule}-{mode}.json"
+            saved = save_history(out / name, hist, minimal=minimal, rules=rules,
+                                 verdict=result.summary())
+    return CampaignResult(hist, result, minimal, rules, saved, time.perf_counter() - start,
+                          check_seconds, tuple(history[1]), why, run_seconds)
+
+
+class Session(Protocol):
+    """One client's own connections to the implementation."""
+
+    def perform(self, key: str, call: JSON) -> JSON:
+        """Make ``call`` on instance ``key``; return what was observed (raise a refusal)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+Planned = tuple[str, JSON]  # (instance key, the call's input)
+
+
+def run_clients(seed: int | str, mode: Mode, plans: Sequence[Sequence[Planned]],
+                open_session: Callable[[int], Session],
+                classify: Callable[[Exception], JSON | None],
+                admit: Callable[[Planned], bool] = lambda planned: True
+                ) -> tuple[list[Operation], list[str]]:
+    """Run one thread per plan at once (``mode``), each through its own session; the history.
+
+    ``classify`` turns an exception into what was observed (a refusal), or None when the
+    outcome is unknown. ``admit`` may skip a planned call (it is called under a lock)."""
+    clock = _Clock()
+    team = [_Client(f"c{i}", i, list(plan)) for i, plan in enumerate(plans)]
+    scheduler = _Scheduler(seed, [c.name for c in team]) if mode == "controlled" else None
+    barrier = threading.Barrier(len(team), timeout=8)
+    ids = itertools.count()
+    lock = threading.Lock()
+
+    def body(client: _Client) -> None:
+        # Opened before the client takes part in the schedule: opening may hold a file lock
+        # across transactions (the platform's setup), and a client must never pause holding one.
+        session: Session | None = None
+        try:
+            session = open_session(client.index)
+        except Exception:
+            client.errors.append(f"client {client.name} could not start:\n"
+                                 f"{traceback.format_exc(limit=3)}")
+            barrier.abort()  # free mode: the others stop waiting for this one
+        if scheduler is not None:
+            scheduler.start(client.name)
+        try:
+            if session is None:
+                return
+            if scheduler is None:
+                barrier.wait()
+            for key, call in client.plan:
+                with lock:
+                    if not admit((key, call)):
+                        continue
+                if scheduler is not None:
+                    scheduler.yield_("call")
+                with lock:
+                    op_id = next(ids)
+                called = clock.tick()
+                output: JSON | None
+                try:
+                    output = session.perform(key, call)
+                except Exception as exc:
+                    output = classify(exc)
+                    if output is None:  # the outcome is unknown: it may or may not have applied
+                        client.errors.append(traceback.format_exc(limit=3))
+                returned = None if output is None else clock.tick()
+                client.ops.append(Operation(op_id, client.name, key, call, output, called,
+                                            returned))
+                if scheduler is not None:
+                    scheduler.yield_("return")
+        finally:
+            if scheduler is not None:
+                scheduler.finish()
+            if session is not None:
+                session.close()
+
+    previous = _db.set_boundary_hook(scheduler.yield_ if scheduler is not None else None)
+    try:
+        threads = [threading.Thread(target=body, args=(c,), name=f"settled-{c.name}")
+                   for c in team]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        _db.set_boundary_hook(previous)
+    ops = sorted((op for c in team for op in c.ops), key=lambda o: o.call)
+    return ops, [e for c in team for e in c.errors]
+
+
+class _WorkerSession:
+    """A worker process's view: its own platform client and store connection."""
+
+    def __init__(self, adapter: QueryAdapter, index: int, qids: Sequence[str]) -> None:
+        self.platform = SyntheticPlatform(adapter.dir / "platform")
+        self.qids = qids
+        try:
+            # One fixed instant with 0 s leases: every lease has always expired, so any
+            # worker may take over any live query at any time (the schedule the model
+            # allows); a clock read before a pause would otherwise see a later claim's
+            # lease as still running and refuse for a reason the model does not track.
+            self.worker = adapter.worker_class(adapter.store_path, self.platform, f"w{index}",
+                                               lease_seconds=0, clock=lambda: CLOCK[0])
+        except BaseException:
+            self.platform.close()
+            raise
+
+    def perform(self, key: str, call: JSON) -> JSON:
+        return _perform(self.worker, str(call["op"]), self.qids[int(key[1:])])
+
+    def close(self) -> None:
+        self.worker.close()
+        self.platform.close()
+
+
+def _classify_worker(exc: Exception) -> JSON | None:
+    if isinstance(exc, Busy):
+        return {"ok": False, "void": True, "error": type(exc).__name__}
+    if isinstance(exc, CallerError):
+        output: JSON = {"ok": False, "error": type(exc).__name__}
+        if _ROW_LOCKED in str(exc):  # PostgreSQL's SKIP LOCKED: look again later
+            output["void"] = True
+        return output
+    return None
+
+
+def _run_clients(adapter: QueryAdapter, qids: list[str], seed: int, mode: Mode, clients: int,
+                 ops_per_client: int, schedule: int) -> tuple[list[Operation], list[str]]:
+    plans = [[(f"q{q}", {"op": call, "worker": i})
+              for call, q in _plan(seed, i, len(qids), ops_per_client)] for i in range(clients)]
+    claims: dict[str, int] = {}
+
+    def admit(planned: Planned) -> bool:
+        key, call = planned
+        if call["op"] != "claim":
+            return True
+        if claims.get(key, 0) >= MAX_EPOCH:  # the model counts MAX_EPOCH claims per query
+            return False
+        claims[key] = claims.get(key, 0) + 1
+        return True
+
+    return run_clients(f"{seed}/{schedule}", mode, plans, lambda i: _WorkerSession(adapter, i, qids),
+                       _classify_worker, admit)
