@@ -181,8 +181,10 @@
   /* the first view fills the width (the pictures are drawn to be read at that width) */
   function fitWidth() {
     var r = viewport.getBoundingClientRect();
-    var h = base[2] * r.height / Math.max(r.width, 1);
-    vb = h < base[3] ? [base[0], base[1], base[2], h] : base.slice();
+    if (r.width < 10 || r.height < 10) return fit();
+    var scale = Math.min(r.width / base[2], 1.2);  /* screen pixels per diagram unit */
+    var w = r.width / scale, h = r.height / scale;
+    vb = [base[0] - (w - base[2]) / 2, h < base[3] ? base[1] : base[1] - (h - base[3]) / 2, w, h];
     setVB();
   }
   /* bring an item into view when it is selected or played off screen */
@@ -472,8 +474,8 @@
     unselect();
     var parts = [el("p", {}, M.meaning)];
     if (isMachine) {
-      parts.push(el("p", {class: "muted"}, M.states.length + " states, " + M.transitions.length + " transitions. Click a state or an edge, or Tab to it and press Enter. Zoom with the wheel or + and −, drag to pan."));
-      parts.push(el("h3", {}, "states"), el("ul", {}, M.states.map(function (s) { return el("li", {}, el("a", {href: "#state=" + s.name}, s.name), " ", el("span", {class: "muted"}, s.meaning)); })));
+      parts.push(el("p", {class: "muted"}, M.states.length + " states, " + M.transitions.length + " transitions. Click a state or an edge, or Tab to it and press Enter. Drag or scroll to pan; Ctrl+wheel or + and − to zoom, 0 to fit."));
+      parts.push(el("h3", {}, "states"), el("ul", {}, M.states.map(function (s) { return el("li", {}, el("a", {href: "#state=" + s.name}, s.name), ": ", el("span", {class: "muted"}, s.meaning)); })));
       parts.push(el("h3", {}, "variables"), varTable(M.variables));
     } else {
       parts.push(el("p", {class: "muted"}, M.instances + " instances of ", el("a", {href: M.machine + ".html"}, M.machine), ". Click a box or an edge for the steps behind it."));
