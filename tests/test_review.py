@@ -51,12 +51,16 @@ def errors_of(run: subprocess.CompletedProcess[str]) -> list[str]:
 # ------------------------------------------------------------------------------------------
 def verify_report() -> dict[str, Any]:
     """A verify report as ``settled verify --json`` writes it, one query edge never fired."""
+    from settled.conformance._lockstep import declared_cases
+
     p = MACHINES["query"]
     src, dst, trigger = UNFIRED_EDGE
+    label, guard, case = declared_cases(p)[0]
     lockstep = {"ok": False, "profile": "ci", "seed": 1, "examples": 3, "steps": 40,
                 "store": "SQLite files", "failure": None, "unfired_transitions": [],
                 "edges": 94, "unfired_edges": [f"{trigger}: {src} -> {dst}"],
-                "guard_alternatives": 2, "unfired_guard_alternatives": [], "refusals": 18,
+                "guard_alternatives": 2, "unfired_guard_alternatives": [f"{label} [{guard}: {case}]"],
+                "refusals": 18,
                 "unprobed_refusals": [], "refusals_never_alone": [], "not_checked": ["notice"]}
     machine = {"ok": False, "static": {}, "lockstep": lockstep,
                "explore": {"ok": True, "states": 10, "edges": 20, "findings": []},
@@ -451,6 +455,14 @@ def test_the_coverage_layer_marks_the_edge_never_fired(site: Path, page: Page, s
     assert page.tab.evaluate(stroke) != "rgb(255, 0, 255)"  # layer off
     page.tab.check("#coverage-toggle")
     assert page.tab.evaluate(stroke) == "rgb(255, 0, 255)"
+    # the edge of the transition whose guard alternative was never taken is marked too
+    from settled.conformance._lockstep import declared_cases
+
+    label = declared_cases(MACHINES["query"])[0][0]
+    trigger_of_case = label.split(":")[0]
+    marked = page.tab.locator("g.edge.cov-alternative").evaluate_all(
+        "edges => edges.map(e => e.dataset.words)")
+    assert marked and all(trigger_of_case in words.split() for words in marked)
     page.tab.click('#tabs button[data-tab="coverage"]')
     assert f"{trigger}: {src} → {dst}" in page.tab.locator("#coverage").inner_text()
     page.tab.screenshot(path=str(shots / "coverage.png"))

@@ -512,6 +512,17 @@
       if (!mine.length) return;
       g.classList.add(mine.every(function (e) { return e.fired; }) ? "cov-fired" : "cov-unfired");
     });
+    /* a guard alternative never taken: "trigger: a|b -> dest [guard: alternative]" */
+    c.unfired_guard_alternatives.forEach(function (text) {
+      var m = /^([^:]+): (.+?) -> (.+?) \[/.exec(text);
+      if (!m) return;
+      m[2].split("|").forEach(function (src) {
+        var dst = m[3] === "(same)" ? src : m[3];
+        edgeGroups.forEach(function (g) {
+          if (g.getAttribute("data-src") === src && g.getAttribute("data-dst") === dst && words(g).indexOf(m[1]) >= 0) g.classList.add("cov-alternative");
+        });
+      });
+    });
     Object.keys(nodes).forEach(function (s) {
       var never = c.edges.filter(function (e) { return e.src === s && e.dst === s && !e.fired; });
       if (!never.length) return;
@@ -519,7 +530,7 @@
       g.classList.add("cov-loop-unfired");
       var t = document.createElementNS("http://www.w3.org/2000/svg", "text");
       t.setAttribute("x", b.x + b.width + 3); t.setAttribute("y", b.y + 11); t.setAttribute("class", "cov-badge");
-      t.textContent = never.length + " self-loop(s) never fired";
+      t.textContent = "never fired: ↻ " + never.map(function (e) { return e.trigger; }).join(", ↻ ");
       g.appendChild(t);
     });
     function list(title, xs, what) {
@@ -529,7 +540,7 @@
       el("p", {}, "lockstep campaign: " + c.examples + " runs, " + c.steps + " steps, " + c.profile + " profile, seed " + c.seed + ", " + c.store + (c.ok ? "; passed" : "; FAILED")),
       c.failure ? el("p", {class: "error"}, c.failure) : null,
       el("p", {}, "edges fired: " + fired + " of " + c.edges.length + "; explorer: " + c.explore.states + " states" + (c.explore.ok ? ", no finding" : ", findings " + c.explore.findings.join(", ")) + "; trace check: " + c.trace_check.events + " events" + (c.trace_check.ok ? " accepted" : " NOT accepted")),
-      el("p", {class: "muted"}, "Turn on the coverage layer (toolbar) to see never-fired edges in magenta on the diagram. The verify report records transitions, edges, guard alternatives and refusals; it does not record parameter values, so those are not shown."),
+      el("p", {class: "muted"}, "Turn on the coverage layer (toolbar) to see never-fired edges in magenta on the diagram (dashed: an alternative of its guard never taken). The verify report records transitions, edges, guard alternatives and refusals; it does not record parameter values, so those are not shown."),
       list("edges never fired", c.edges.filter(function (e) { return !e.fired; }).map(function (e) { return e.trigger + ": " + e.src + " → " + e.dst; }), "— every edge fired"),
       list("guard alternatives never taken", c.unfired_guard_alternatives, "— every alternative taken"),
       list("refusals never probed", c.unprobed_refusals, "— every probeable refusal asked for"),
