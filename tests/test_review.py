@@ -84,6 +84,23 @@ def explorer_trace(directory: Path) -> Path:
     return path
 
 
+def system_trace(directory: Path) -> Path:
+    """A real system explorer counterexample: the ledger system with an invariant that breaks."""
+    from settled.conformance._system import explore_system
+    from settled.model._system import SystemInvariant
+
+    system = SYSTEMS["ledger"]
+    broken = dataclasses.replace(system, invariants=(*system.invariants, SystemInvariant(
+        "nobody_moves", "every call stays where it began", ("L1",),
+        lambda states, views, v: all(s == system.machine.initial for s in states))))
+    finding = next(f for f in explore_system(broken).findings if f.counterexample is not None)
+    assert finding.counterexample is not None
+    meta = {"property": finding.name, "kind": finding.kind, "rules": list(finding.rules)}
+    path = directory / finding.file_name
+    path.write_text(json.dumps(finding.counterexample.to_itf(meta)), encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A verify report, a mutants report and a folder of counterexamples, all real but the
@@ -97,6 +114,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     report = MutantsReport(mutants=[_mutant(select_mutants([MUTANT])[0], profile("dev"), 1, cx)])
     assert report.mutants[0].killed, report.mutants[0].failure
     explorer_trace(cx)
+    system_trace(cx)
     (base / "verify.json").write_text(json.dumps(verify_report()), encoding="utf-8")
     (base / "mutants.json").write_text(json.dumps(report.to_json()), encoding="utf-8")
     return {"verify": base / "verify.json", "mutants": base / "mutants.json", "cx": cx,
@@ -408,6 +426,19 @@ def test_the_player_shows_an_explorer_violation_and_opens_a_file_from_disk(
     page.tab.wait_for_selector("#cx-pos")
     page.tab.click("#cx-divergence")
     assert page.tab.locator("#cx-diverges").is_visible()
+
+
+def test_the_player_plays_a_system_counterexample(site: Path, inputs: dict[str, Path],
+                                                  page: Page) -> None:
+    trace = next(inputs["cx"].glob("system_invariant-*.itf.json"))
+    page.open(site / "ledger_system.html", f"cx={trace.name}")
+    page.tab.click("#cx-divergence")
+    assert "nobody_moves" in page.tab.locator("#cx-diverges").inner_text()
+    assert page.tab.locator("ol.steps li.diverging").get_attribute("data-mark") == "breaks"
+    assert page.tab.locator('g.node.cx-current[data-node="instances"]').count() == 1
+    header = page.tab.locator("#cx-table tr").first.inner_text().split()
+    assert header == ["variable", "q0", "q1", "q2"]
+    assert page.tab.locator("#cx-table td.changed").count() >= 1
 
 
 def test_every_rule_index_link_resolves(site: Path, page: Page, shots: Path) -> None:

@@ -668,7 +668,7 @@
           div ? el("button", {id: "cx-divergence", onclick: function () { go(div.step); }}, div.kind === "model" ? "to the violation" : "to the divergence") : null,
           el("span", {class: "pos", id: "cx-pos"}, "step " + pos + " / " + (trace.steps.length - 1))),
         el("ol", {class: "steps", start: 0}, trace.steps.map(function (s, i) {
-          var li = el("li", {class: (i === pos ? "current " : "") + (div && div.step === i ? "diverging" : ""), onclick: function () { go(i); }}, s.text + (s.refused ? " (refused)" : ""));
+          var li = el("li", {class: (i === pos ? "current " : "") + (div && div.step === i ? "diverging" : ""), "data-mark": div && div.step === i ? (div.kind === "model" ? "breaks" : "diverges") : null, onclick: function () { go(i); }}, s.text + (s.refused ? " (refused)" : ""));
           li.value = i; return li;
         })));
       if (div && div.step === pos) {
