@@ -146,6 +146,17 @@ def test_the_site_is_deterministic_small_and_has_a_page_per_machine_and_system()
     assert sum(map(len, first.values())) < 2_000_000
 
 
+def test_the_page_assets_ship_in_the_wheel() -> None:
+    import fnmatch
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["settled"]
+    assets = [p.relative_to(ROOT / "settled").as_posix()
+              for p in (ROOT / "settled" / "review_assets").iterdir()]
+    assert assets and all(any(fnmatch.fnmatch(a, pat) for pat in patterns) for a in assets)
+
+
 def test_the_committed_site_is_current() -> None:
     run = cli("review", "--check")
     assert run.returncode == 0, run.stderr
