@@ -99,7 +99,7 @@
       function list(items, make) { return items.length ? el("ul", {}, items.map(function (x) { return el("li", {}, make(x)); })) : el("p", {class: "muted"}, "none"); }
       var mutants = list(r.mutants, function (m) {
         var status;
-        if (!m.run) status = el("span", {class: "badge"}, "not run");
+        if (!m.run) status = el("span", {class: "badge"}, D.inputs.mutants ? "not in the mutants report" : "not run");
         else if (m.run.killed) status = el("span", {class: "badge good"}, "killed by " + (m.run.killed_by || "?") + (m.run.steps !== null && m.run.steps !== undefined ? " in " + m.run.steps + " steps" : ""));
         else status = el("span", {class: "badge bad"}, "SURVIVED");
         return [code(m.name), " ", status, " ", el("span", {class: "muted"}, m.machine + ": " + m.description),
