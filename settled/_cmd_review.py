@@ -9,7 +9,6 @@ Exit codes: 0 written (or up to date), 1 ``--check`` found a stale or missing fi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from settled import _diagrams, _review
+from settled._output import emit
 from settled._paths import OutputPathError, writable_dir
 
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -90,7 +90,7 @@ def review(
                "verify_report": report is not None, "mutants_report": mutants_report is not None,
                "stale" if check else "changed": stale}
     if as_json:
-        print(json.dumps(summary, sort_keys=True))
+        emit(summary, 1 if check and stale else 0)
     if check and stale:
         for name in stale:
             what = "stale" if (directory / name).exists() else "missing"
