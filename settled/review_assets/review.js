@@ -518,6 +518,7 @@
       if (!m) return;
       m[2].split("|").forEach(function (src) {
         var dst = m[3] === "(same)" ? src : m[3];
+        if (src === dst && nodes[src]) { nodes[src].classList.add("cov-loop-alternative"); return; }
         edgeGroups.forEach(function (g) {
           if (g.getAttribute("data-src") === src && g.getAttribute("data-dst") === dst && words(g).indexOf(m[1]) >= 0) g.classList.add("cov-alternative");
         });
