@@ -172,7 +172,7 @@ def details(result: dict[str, Any]) -> None:
                       "model; the package was built from a checkout whose views were stale")
         else:
             err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled "
-                      "diagrams / settled spec) and commit it")
+                      "diagrams / settled spec / settled review) and commit it")
 
 
 def verify_command(

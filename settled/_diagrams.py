@@ -520,7 +520,7 @@ def write_or_check(files: Mapping[str, bytes], directory: Path, check: bool) -> 
             stale.append(name)
             if not check:
                 try:
-                    directory.mkdir(parents=True, exist_ok=True)
+                    path.parent.mkdir(parents=True, exist_ok=True)  # a name may hold a folder
                     path.write_bytes(data)
                 except OSError as e:
                     raise OutputError(f"cannot write {path}: {e.strerror or e}; choose a writable "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from settled.model import RULES, Invariant, Protocol, StepProperty
@@ -165,12 +166,25 @@ def _domain_text(domain: tuple[object, ...]) -> str:
     return ", ".join(f"`{d!r}`" for d in domain)
 
 
-def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
-                systems: Sequence[System] = ()) -> list[str]:
-    out = ["## Traceability: rule → transition → property → test", "",
-           "| rule | summary | transitions | properties | tests |", "| --- | --- | --- | --- | --- |"]
-    gaps: list[str] = []
-    tests_only: list[str] = []
+@dataclass(frozen=True, slots=True)
+class RuleBacking:
+    """What stands behind one rule: the transitions, properties and tests citing it, each
+    named ``model.item`` (``query.claim``, ``query_system.mutex session``)."""
+
+    rule: str
+    transitions: tuple[str, ...]
+    properties: tuple[str, ...]
+    tests: tuple[str, ...]
+
+    @property
+    def modelled(self) -> bool:
+        return bool(self.transitions or self.properties)
+
+
+def rule_backing(machines: Sequence[Protocol], tests: dict[str, list[str]],
+                 systems: Sequence[System] = ()) -> list[RuleBacking]:
+    """Every rule of the catalogue, in rule order, with what cites it."""
+    out = []
     for rule in sorted(RULES, key=rule_sort_key):
         trans = sorted({f"{p.name}.{t.trigger}" for p in machines for t in p.transitions
                         if rule in t.rules}
@@ -185,8 +199,19 @@ def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
                           if rule in x.rules}
                        | {f"{s.name}.{si.name}" for s in systems for si in s.invariants
                           if rule in si.rules})
-        cited = tests.get(rule, [])
-        if not (trans or props):
+        out.append(RuleBacking(rule, tuple(trans), tuple(props), tuple(tests.get(rule, []))))
+    return out
+
+
+def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
+                systems: Sequence[System] = ()) -> list[str]:
+    out = ["## Traceability: rule → transition → property → test", "",
+           "| rule | summary | transitions | properties | tests |", "| --- | --- | --- | --- | --- |"]
+    gaps: list[str] = []
+    tests_only: list[str] = []
+    for b in rule_backing(machines, tests, systems):
+        rule, trans, props, cited = b.rule, b.transitions, b.properties, b.tests
+        if not b.modelled:
             (tests_only if cited else gaps).append(rule)
         out.append(f"| {rule} | {_cell(RULES[rule])} | {_join(trans)} | {_join(props)} "
                    f"| {_join(cited) if cited else '**no test**'} |")

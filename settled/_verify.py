@@ -236,7 +236,11 @@ def check_views(root: Path | None, write: bool) -> list[str]:
             index = {}  # then the index itself is reported missing or stale
         files = {**diagram_files(), **spec_files(None, tests=index)}
         return _diagrams.write_or_check(files, SHIPPED, check=True)
-    files = {**diagram_files(), **spec_files(root)}
+    from settled._cmd_review import SITE, review_files
+
+    site = SITE.relative_to("diagrams").as_posix()
+    files = {**diagram_files(), **spec_files(root),
+             **{f"{site}/{name}": data for name, data in review_files(root).items()}}
     return _diagrams.write_or_check(files, root / "diagrams", check=not write)
 
 

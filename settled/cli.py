@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("_cmd_bench", "Measure every part side by side in one run."),
     "diagrams": ("_cmd_views", "Write diagrams/<machine>.dot, .svg and .mmd from the tables."),
     "spec": ("_cmd_views", "Write diagrams/SPEC.md from the tables."),
+    "review": ("_cmd_review", "Write the spec as a static site to review in a browser."),
 }
 
 
