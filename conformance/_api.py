@@ -30,6 +30,7 @@ from ._lockstep import (
     declared_cases,
     declared_edges,
     declared_refusals,
+    is_machine,
     make_lockstep,
     never_alone,
     replay,
@@ -37,7 +38,9 @@ from ._lockstep import (
     unfired,
     unfired_cases,
     unfired_edges,
+    unfired_steps,
     unprobed_refusals,
+    world,
 )
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
@@ -243,25 +246,39 @@ def probe_system(factory: AdapterFactory, machine: System | None
             close()
 
 
-def _lockstep_system(factory: AdapterFactory, system: System, not_checked: tuple[str, ...],
-                     profile: str, settings: Any,
-                     seed: int | None, out: Path | str | None, name: str | None,
-                     start: float) -> Report:
-    from ._system_lockstep import make_system_lockstep, run_system_lockstep
-    from ._system_lockstep import unfired as system_unfired
-
-    machine = system.machine
-    suite = make_system_lockstep(system, factory, forbidden=machine.refusable,
-                                 name=name or system.name)
-    record = run_system_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
+def _campaign(factory: AdapterFactory, system: System, not_checked: tuple[str, ...],
+              profile: str, settings: Any, seed: int | None, out: Path | str | None,
+              name: str | None, start: float) -> Report:
+    """One campaign of the one kit, on a declared system or a machine's independent
+    instances (:func:`._lockstep.world`), and its report."""
+    protocol = system.machine
+    suite = make_lockstep(system, factory, forbidden=protocol.refusable,
+                          name=name or system.name)
+    record = run_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
     status = (ADAPTER_ERROR if record.adapter_error else DIVERGED if record.failure else PASSED)
-    return Report(
-        system.name, status, profile, seed, system.instances, record.examples,
-        time.perf_counter() - start, record.trace_events, failure=record.failure,
-        adapter_error=record.adapter_error, steps=list(record.steps),
+    passed = status == PASSED
+    common = dict(
+        failure=record.failure, adapter_error=record.adapter_error, steps=list(record.steps),
         counterexample=record.itf_path, counterexample_error=record.counterexample_error,
-        not_checked=not_checked, fired=dict(record.fired),
-        unfired=system_unfired(system, record.fired) if status == PASSED else [], system=True)
+        not_checked=not_checked, fired=dict(record.fired))
+    head = (system.name, status, profile, seed, system.instances, record.examples,
+            time.perf_counter() - start, record.trace_events)
+    if not is_machine(system):
+        return Report(*head, **common,  # type: ignore[arg-type]
+                      unfired=unfired_steps(system, record.fired) if passed else [], system=True)
+    refusable = protocol.refusable
+    return Report(
+        *head, **common,  # type: ignore[arg-type]
+        unfired=unfired(protocol, record.fired) if passed else [],
+        edges=dict(record.edges), cases=dict(record.cases),
+        edges_declared=len(declared_edges(protocol)),
+        unfired_edges=unfired_edges(protocol, record.edges) if passed else [],
+        cases_declared=len(declared_cases(protocol)),
+        unfired_cases=unfired_cases(protocol, record.cases) if passed else [],
+        refusals=dict(record.refusals),
+        refusals_declared=len(declared_refusals(protocol, refusable)),
+        unprobed_refusals=unprobed_refusals(protocol, refusable, record.refusals) if passed else [],
+        refusals_never_alone=never_alone(protocol, refusable))
 
 
 def lockstep(adapter_factory: AdapterFactory,
@@ -287,8 +304,8 @@ def lockstep(adapter_factory: AdapterFactory,
             return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
                           time.perf_counter() - start, 0, adapter_error=str(exc))
         if system is not None:
-            return _lockstep_system(adapter_factory, system, not_checked, profile, settings,
-                                    seed, out, name, start)
+            return _campaign(adapter_factory, system, not_checked, profile, settings,
+                             seed, out, name, start)
         assert not isinstance(machine, System)
     try:
         protocol, instances, not_checked = probe(adapter_factory, machine)
@@ -296,27 +313,8 @@ def lockstep(adapter_factory: AdapterFactory,
         label = machine if isinstance(machine, str) else getattr(machine, "name", "?")
         return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
                       time.perf_counter() - start, 0, adapter_error=str(exc))
-    suite = make_lockstep(protocol, adapter_factory, instances=instances,
-                          forbidden=protocol.refusable, name=name or protocol.name)
-    record = run_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
-    status = (ADAPTER_ERROR if record.adapter_error else DIVERGED if record.failure else PASSED)
-    return Report(
-        protocol.name, status, profile, seed, instances, record.examples,
-        time.perf_counter() - start, record.trace_events, failure=record.failure,
-        adapter_error=record.adapter_error, steps=list(record.steps),
-        counterexample=record.itf_path, counterexample_error=record.counterexample_error,
-        not_checked=not_checked, fired=dict(record.fired),
-        unfired=unfired(protocol, record.fired) if status == PASSED else [],
-        edges=dict(record.edges), cases=dict(record.cases),
-        edges_declared=len(declared_edges(protocol)),
-        unfired_edges=unfired_edges(protocol, record.edges) if status == PASSED else [],
-        cases_declared=len(declared_cases(protocol)),
-        unfired_cases=unfired_cases(protocol, record.cases) if status == PASSED else [],
-        refusals=dict(record.refusals),
-        refusals_declared=len(declared_refusals(protocol, protocol.refusable)),
-        unprobed_refusals=(unprobed_refusals(protocol, protocol.refusable, record.refusals)
-                           if status == PASSED else []),
-        refusals_never_alone=never_alone(protocol, protocol.refusable))
+    return _campaign(adapter_factory, world(protocol, instances), not_checked, profile,
+                     settings, seed, out, name, start)
 
 
 def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,
@@ -462,7 +460,7 @@ def replay_counterexample(counterexample: Counterexample, adapter_factory: Adapt
         raise CounterexampleError(f"the counterexample uses {counterexample.instances} "
                                   f"instances; the adapter has {instances}")
     try:
-        message = replay(protocol, adapter_factory, instances, protocol.refusable,
+        message = replay(world(protocol, instances), adapter_factory, protocol.refusable,
                          counterexample.steps)
     except Invalid as exc:
         raise CounterexampleError(f"the model does not accept these steps: {exc}") from None

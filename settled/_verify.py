@@ -143,8 +143,7 @@ SYSTEM_SUITE_OF = {"query": "query_system", "approval": "approval_system"}
 
 def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[str, Any]:
     """The system's lockstep and the trace check of its runs' logs, or why not checked."""
-    from settled.conformance._system_lockstep import run_system_lockstep
-    from settled.conformance._system_lockstep import unfired as system_unfired
+    from settled.conformance._lockstep import unfired_steps as system_unfired
 
     name = SYSTEM_SUITE_OF.get(machine)
     if name is None or name not in SYSTEM_SUITES:
@@ -153,7 +152,7 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
     suite = SYSTEM_SUITES[name]()
     chosen = SYSTEM_PROFILE.get(profile_name, profile_name)
     start = time.perf_counter()
-    record = run_system_lockstep(suite.lockstep(), profile(chosen), seed=seed)
+    record = run_lockstep(suite.lockstep(), profile(chosen), seed=seed)
     failure = record.failure or record.adapter_error
     missing = system_unfired(suite.system, record.fired)
     return {"checked": True, "suite": name, "system": suite.system.meaning,

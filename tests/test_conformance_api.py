@@ -234,9 +234,9 @@ def test_a_version_that_lies_never_turns_a_bug_into_a_pass(tmp_path):
 def test_a_change_a_stale_version_hid_is_an_adapter_error_when_the_run_ends():
     """Only an instance no step acted on is ever reused; a change to it behind an unchanged
     version cannot outlive the run: its end observes every instance afresh."""
-    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._lockstep import Action, Runner, world
 
-    runner = Runner(QUERY, CrossTalkBehindAStaleVersion, 3, QUERY.refusable)
+    runner = Runner(world(QUERY, 3), CrossTalkBehindAStaleVersion, QUERY.refusable)
     runner.check()
     runner.apply(Action(0, "check_passed", {}))
     runner.check()  # q0 afresh; q1 reused on the version's word: it still looks untouched
@@ -245,7 +245,7 @@ def test_a_change_a_stale_version_hid_is_an_adapter_error_when_the_run_ends():
 
 
 def test_a_refusal_that_changes_its_instance_is_caught_whatever_the_version_says():
-    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._lockstep import Action, Runner, world
     from settled.conformance._shrink import Divergence
 
     class WritesWhenRefused(VersionNeverChanges):
@@ -254,18 +254,18 @@ def test_a_refusal_that_changes_its_instance_is_caught_whatever_the_version_says
                 super().perform(instance, "check_passed", {})
             super().perform(instance, trigger, params)
 
-    runner = Runner(QUERY, WritesWhenRefused, 3, QUERY.refusable)
+    runner = Runner(world(QUERY, 3), WritesWhenRefused, QUERY.refusable)
     runner.check()
     with pytest.raises(Divergence, match="the refusal changed the implementation"):
         runner.apply(Action(0, "begin_submit", {"worker": 0}, forbidden=True))
 
 
 def test_the_bundled_sqlite_adapter_reuses_observations_after_a_refusal_and_stays_honest():
-    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._lockstep import Action, Runner, world
     from settled.conformance._suites import query_suite
 
     suite = query_suite()
-    runner = Runner(suite.protocol, suite.adapter, suite.instances, suite.forbidden)
+    runner = Runner(world(suite.protocol, suite.instances), suite.adapter, suite.forbidden)
     runner.apply(Action(0, "check_passed", {}))
     runner.check()
     version, reused = runner.version(), runner.reused

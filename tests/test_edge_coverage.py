@@ -84,7 +84,7 @@ def _campaign_missing(edge=None, refusal=None):
     ``refusal``."""
     def campaign(machine, settings, seed=None, **kw):
         record = Record()
-        p = machine.spec[0]
+        p = machine.spec[0].machine  # (system, factory, forbidden): a machine is a system
         record.fired = {transition_label(t): 1 for t in p.transitions}
         record.edges = {e: 1 for e in declared_edges(p) if e != edge}
         record.cases = {c: 1 for c in declared_cases(p)}
