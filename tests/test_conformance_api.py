@@ -107,14 +107,33 @@ class BoolForInt(InMemoryQueryAdapter):
     (LeavesOutPlatform, r"left out \['platform'\]"),
     (MisspeltKey, r"left out \['submissions'\].*unknown key 'submission'"),
     (ReturnsAGhost, r"ghost variable 'ids_submitted'"),
-    (OutOfDomain, r"held=\[0, 0\] \(list\), outside its domain"),
-    (BoolForInt, r"submissions=False \(bool\), outside its domain"),
+    (OutOfDomain, r"held=\[0, 0\] \(list\), not a value of its kind"),
+    (BoolForInt, r"submissions=False \(bool\), not a value of its kind"),
 ])
 def test_a_bad_observation_is_an_adapter_error_never_a_pass(adapter, says):
     report = run(adapter)
     assert report.status == "adapter_error" and not report.ok and report.exit_code == 3
     assert re.search(says, report.adapter_error)
     assert "ADAPTER ERROR" in report.text()
+
+
+class FourthSubmission(InMemoryQueryAdapter):
+    """An implementation that counts three submissions too many: the first one reads 4."""
+
+    def observe(self, instance):
+        out = dict(super().observe(instance))
+        if out["submissions"]:
+            out["submissions"] += 3
+        return out
+
+
+def test_a_value_outside_the_models_domain_is_a_divergence_with_its_counterexample(tmp_path):
+    report = run(FourthSubmission, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert "submissions=4 is outside its domain [0, 1, 2, 3]" in report.failure
+    assert "at_most_three_submissions (rule Q16)" in report.failure  # the rule it broke
+    assert report.steps and report.counterexample is not None and report.counterexample.exists()
+    assert len(report.steps) <= 4, report.failure  # the shortest way to a first submission
 
 
 def test_a_planted_bug_is_not_hidden_by_an_adapter_that_leaves_out_a_variable(tmp_path):

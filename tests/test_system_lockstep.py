@@ -26,7 +26,7 @@ from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
 from settled.conformance._query_system_adapter import QuerySystemAdapter, query_system
-from settled.conformance._shrink import Invalid
+from settled.conformance._shrink import Divergence, Invalid
 from settled.conformance._suites import SYSTEM_SUITES, query_suite
 from settled.conformance.mutants.query_system import (
     OlderPendingMessageIgnored,
@@ -245,9 +245,12 @@ def test_an_adapter_omitting_a_system_variable_is_an_adapter_error(tmp_path: Pat
 def test_system_observations_are_held_to_the_contract(system: Any) -> None:
     assert check_system_observation(system, {"message": "pending"}) == {"message": "pending"}
     for bad, says in (({}, "left out"), ({"message": "pending", "x": 1}, "unknown key"),
-                      ({"message": "lost"}, "outside its domain"), (["message"], "not a mapping")):
+                      ({"message": 3}, "not a value of its kind"), (["message"], "not a mapping")):
         with pytest.raises(AdapterError, match=says):
             check_system_observation(system, bad)
+    # A value of the right kind the model's domain does not hold is the implementation's.
+    with pytest.raises(Divergence, match="message='lost' is outside its domain"):
+        check_system_observation(system, {"message": "lost"})
 
 
 def test_an_adapter_whose_instances_do_not_match_its_system_is_an_adapter_error() -> None:

@@ -58,18 +58,37 @@ class Contract:
                     parts.append(f"returned the unknown key {k!r} (keys are 'state' and "
                                  f"{sorted(self.keys - {'state'})})")
             raise AdapterError(f"{where} " + "; ".join(parts))
+        outside = []
         for k, value in observed.items():
             try:
                 ok = (_kind(value), value) in self.allowed[k]
             except TypeError:  # unhashable: a list where the domain holds tuples
                 ok = False
-            if not ok:
-                shown = self.domains[k]
-                domain = (f"{list(shown[:6])} ... ({len(shown)} values)" if len(shown) > 8
-                          else list(shown))
-                raise AdapterError(f"{where} gave {k}={value!r} ({type(value).__name__}), "
-                                   f"outside its domain {domain}")
+            if ok:
+                continue
+            kinds = {_kind(d) for d in self.domains[k]}
+            if _kind(value) not in kinds:  # the adapter's own contract: values of the right kind
+                raise AdapterError(f"{where} gave {k}={value!r} ({type(value).__name__}), not a "
+                                   f"value of its kind ({', '.join(sorted(t.__name__ for t in kinds))})"
+                                   f"; its domain is {domain_text(self.domains[k])}")
+            outside.append(f"{k}={value!r} is outside its domain {domain_text(self.domains[k])}")
+        if outside:
+            raise OutsideDomain(f"q{i} left the model's domain: " + "; ".join(outside), i,
+                                dict(observed))
         return dict(observed)
+
+
+class OutsideDomain(Divergence):
+    """The implementation reached a value the model's domain does not hold (a fourth
+    submission where at most three may be): a divergence, not the adapter's fault."""
+
+    def __init__(self, message: str, instance: int | None, observed: dict[str, Value]) -> None:
+        super().__init__(message)
+        self.instance, self.observed = instance, observed
+
+
+def domain_text(shown: tuple[Value, ...]) -> str:
+    return str(f"{list(shown[:6])} ... ({len(shown)} values)" if len(shown) > 8 else list(shown))
 
 
 def _kind(value: object) -> type:
@@ -192,12 +211,19 @@ def check_system_observation(system: System, observed: object) -> dict[str, Valu
             parts.append(f"returned the unknown key(s) {sorted(map(str, keys - wanted))} (the "
                          f"system's variables are {sorted(wanted)})")
         raise AdapterError(f"{where} " + "; ".join(parts))
+    outside = []
     for v in system.variables:
         value = observed[v.name]
-        if not any(type(value) is type(d) and value == d for d in v.domain) and not (
-                isinstance(value, str) and value in v.domain):
-            raise AdapterError(f"{where} gave {v.name}={value!r} ({type(value).__name__}), "
-                               f"outside its domain {list(v.domain)}")
+        if any(_kind(value) is _kind(d) and value == d for d in v.domain):
+            continue
+        kinds = {_kind(d) for d in v.domain}
+        if _kind(value) not in kinds:
+            raise AdapterError(f"{where} gave {v.name}={value!r} ({type(value).__name__}), not a "
+                               f"value of its kind; its domain is {domain_text(v.domain)}")
+        outside.append(f"{v.name}={value!r} is outside its domain {domain_text(v.domain)}")
+    if outside:
+        raise OutsideDomain("the system left the model's domain: " + "; ".join(outside), None,
+                            dict(observed))
     return dict(observed)
 
 

@@ -21,7 +21,7 @@ from settled.model._system import System, SystemConfig, SystemStep
 from .._adapter import Refused
 from .._shrink import Divergence, Invalid
 from ._action import EAGER, SYSTEM, Action, rules_text, transition_label
-from ._contract import adapter_fault, blame_adapter, perform_refused
+from ._contract import OutsideDomain, adapter_fault, blame_adapter, perform_refused
 from ._coverage import (
     _with_cases,
     edge_of,
@@ -253,6 +253,15 @@ class Runner(Observing):
         return out
 
     # -- checks ----------------------------------------------------------------
+    def observe(self, i: int) -> dict[str, Value]:
+        """:meth:`Observing.observe`; a value outside the model's domain is a divergence,
+        said with the step that led there and the rules it breaks."""
+        try:
+            return super().observe(i)
+        except OutsideDomain as exc:
+            raise Divergence(f"{exc} after step {len(self.steps)}"
+                             f"{self._explain(i, exc.observed)}") from None
+
     def check(self) -> None:
         self._check_invariants()
         plans, unobservable = self.plans, self.contract.unobservable
