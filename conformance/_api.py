@@ -29,16 +29,18 @@ from ._lockstep import (
     Contract,
     declared_cases,
     declared_edges,
-    declared_refusals,
+    declared_values,
     is_machine,
     make_lockstep,
     never_alone,
+    refusal_goals,
     replay,
     run_lockstep,
     unfired,
     unfired_cases,
     unfired_edges,
     unfired_steps,
+    unfired_values,
     unprobed_refusals,
     world,
 )
@@ -86,9 +88,15 @@ class Report:
     cases_declared: int = 0
     unfired_cases: list[str] = field(default_factory=list)
     refusals: dict[tuple[str, str], int] = field(default_factory=dict)
-    refusals_declared: int = 0  # (transition, guard or guard part) a caller may be refused for
+    # The refusals a campaign must ask for (lockstep.refusal_goals): each guard, or guard part,
+    # that alone refuses a transition in some reachable state, and each refusable trigger in
+    # each reachable state where no transition takes it. The text and JSON count these.
+    refusals_declared: int = 0
     unprobed_refusals: list[str] = field(default_factory=list)
-    refusals_never_alone: list[str] = field(default_factory=list)
+    refusals_never_alone: list[str] = field(default_factory=list)  # no state singles them out
+    values: dict[tuple[tuple[str, str, str], str, str], int] = field(default_factory=dict)
+    values_declared: int = 0  # (edge, parameter, value) some reachable state takes
+    unfired_values: list[str] = field(default_factory=list)
     system: bool = False  # a System's lockstep: ``fired``/``unfired`` count its steps
 
     @property
@@ -96,9 +104,8 @@ class Report:
         return self.status == PASSED
 
     @property
-    def refusals_probeable(self) -> int:
-        """Refusals some reachable state gives for one guard (or guard part) alone."""
-        return self.refusals_declared - len(self.refusals_never_alone)
+    def refusals_probed(self) -> int:
+        return self.refusals_declared - len(self.unprobed_refusals)
 
     @property
     def exit_code(self) -> int:
@@ -124,11 +131,13 @@ class Report:
             lines.append(f"coverage: edges {self.edges_declared - len(self.unfired_edges)}/"
                          f"{self.edges_declared}, guard alternatives "
                          f"{self.cases_declared - len(self.unfired_cases)}/{self.cases_declared}"
-                         f", refusals {self.refusals_probeable - len(self.unprobed_refusals)}/"
-                         f"{self.refusals_probeable}")
+                         f", refusals {self.refusals_probed}/{self.refusals_declared}, parameter "
+                         f"values {self.values_declared - len(self.unfired_values)}/"
+                         f"{self.values_declared}")
             for what in (*self.unfired_edges, *self.unfired_cases):
                 lines.append(f"NEVER FIRED: {what}")
-            lines.extend(f"NEVER ASKED: a refusal by {what} alone" for what in self.unprobed_refusals)
+            lines.extend(f"NEVER TAKEN: {what}" for what in self.unfired_values)
+            lines.extend(f"NEVER ASKED: the refusal {what}" for what in self.unprobed_refusals)
             lines.extend(f"NOT PROBED ALONE: {what} (in no reachable state does it alone "
                          "refuse the trigger)" for what in self.refusals_never_alone)
         if self.not_checked:
@@ -166,7 +175,10 @@ class Report:
             "guard_alternatives_declared": self.cases_declared,
             "guard_alternatives_unfired": self.unfired_cases,
             "refusals_declared": self.refusals_declared,
+            "refusals_probed": self.refusals_probed,
             "refusals_unprobed": self.unprobed_refusals,
+            "parameter_values_declared": self.values_declared,
+            "parameter_values_unfired": self.unfired_values,
             "refusals_never_alone": self.refusals_never_alone,
         }
 
@@ -276,9 +288,11 @@ def _campaign(factory: AdapterFactory, system: System, not_checked: tuple[str, .
         cases_declared=len(declared_cases(protocol)),
         unfired_cases=unfired_cases(protocol, record.cases) if passed else [],
         refusals=dict(record.refusals),
-        refusals_declared=len(declared_refusals(protocol, refusable)),
+        refusals_declared=len(refusal_goals(protocol, refusable)),
         unprobed_refusals=unprobed_refusals(protocol, refusable, record.refusals) if passed else [],
-        refusals_never_alone=never_alone(protocol, refusable))
+        refusals_never_alone=never_alone(protocol, refusable),
+        values=dict(record.values), values_declared=len(declared_values(protocol, refusable)),
+        unfired_values=unfired_values(protocol, refusable, record.values) if passed else [])
 
 
 def lockstep(adapter_factory: AdapterFactory,

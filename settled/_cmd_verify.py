@@ -50,10 +50,11 @@ def summary(result: dict[str, Any]) -> Table:
 def _fired(ls: dict[str, Any]) -> str:
     """Edges and guard alternatives fired of those declared."""
     edges, cases = ls.get("edges", 0), ls.get("guard_alternatives", 0)
-    refusals = ls.get("refusals", 0) - len(ls.get("refusals_never_alone", []))
+    refusals, values = ls.get("refusals", 0), ls.get("parameter_values", 0)
     return (f"edges {edges - len(ls.get('unfired_edges', []))}/{edges}, guard alternatives "
             f"{cases - len(ls.get('unfired_guard_alternatives', []))}/{cases}, refusals "
-            f"{refusals - len(ls.get('unprobed_refusals', []))}/{refusals}")
+            f"{refusals - len(ls.get('unprobed_refusals', []))}/{refusals}, parameter values "
+            f"{values - len(ls.get('unfired_parameter_values', []))}/{values}")
 
 
 def _system_cell(sy: dict[str, Any]) -> str:
@@ -104,7 +105,9 @@ def details(result: dict[str, Any]) -> None:
         for case in ls.get("unfired_guard_alternatives", []):
             err.print(f"{name}: the campaign never fired the guard alternative {case}")
         for refusal in ls.get("unprobed_refusals", []):
-            err.print(f"{name}: the campaign never asked for a refusal by {refusal} alone")
+            err.print(f"{name}: the campaign never asked for the refusal {refusal}")
+        for value in ls.get("unfired_parameter_values", []):
+            err.print(f"{name}: the campaign never took the parameter value {value}")
         for refusal in ls.get("refusals_never_alone", []):
             err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
                       "refuse the trigger: another guard fails too, or another transition of the "

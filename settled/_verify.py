@@ -31,12 +31,14 @@ from settled.conformance._explore import explore
 from settled.conformance._lockstep import (
     declared_cases,
     declared_edges,
-    declared_refusals,
+    declared_values,
     never_alone,
+    refusal_goals,
     run_lockstep,
     unfired,
     unfired_cases,
     unfired_edges,
+    unfired_values,
     unprobed_refusals,
 )
 from settled.conformance._profiles import profile
@@ -112,22 +114,26 @@ def check_lockstep(name: str, profile_name: str, seed: int,
     edges = unfired_edges(suite.protocol, record.edges)
     cases = unfired_cases(suite.protocol, record.cases)
     refusals = unprobed_refusals(suite.protocol, suite.forbidden, record.refusals)
+    values = unfired_values(suite.protocol, suite.forbidden, record.values)
     failure = record.failure or record.adapter_error
     try:
         not_checked = list(probe(suite.adapter, suite.protocol)[2])
     except AdapterError as exc:
         not_checked, failure = [], failure or str(exc)
     lockstep = {"ok": failure is None and not missing and not edges and not cases
-                and not refusals,
+                and not refusals and not values,
                 "not_checked": not_checked,
                 "profile": profile_name, "seed": seed, "examples": record.examples,
+                "tour_runs": record.tour_runs,
                 "steps": sum(record.fired.values()), "seconds": round(seconds, 2),
                 "unfired_transitions": missing,
                 "edges": len(declared_edges(suite.protocol)), "unfired_edges": edges,
                 "guard_alternatives": len(declared_cases(suite.protocol)),
                 "unfired_guard_alternatives": cases,
-                "refusals": len(declared_refusals(suite.protocol, suite.forbidden)),
+                "refusals": len(refusal_goals(suite.protocol, suite.forbidden)),
                 "unprobed_refusals": refusals,
+                "parameter_values": len(declared_values(suite.protocol, suite.forbidden)),
+                "unfired_parameter_values": values,
                 "refusals_never_alone": never_alone(suite.protocol, suite.forbidden),
                 "failure": failure, "store": where}
     trace = {"ok": record.trace_failure is None and record.trace_events > 0,
@@ -158,6 +164,7 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
     return {"checked": True, "suite": name, "system": suite.system.meaning,
             "ok": failure is None and record.trace_failure is None and record.trace_events > 0,
             "profile": chosen, "seed": seed, "examples": record.examples,
+            "tour_runs": record.tour_runs,
             "steps": sum(record.fired.values()), "seconds": round(time.perf_counter() - start, 2),
             "fired": len(record.fired), "declared": len(record.fired) + len(missing),
             "unfired": missing, "failure": failure,

@@ -136,6 +136,35 @@ def test_a_value_outside_the_models_domain_is_a_divergence_with_its_counterexamp
     assert len(report.steps) <= 4, report.failure  # the shortest way to a first submission
 
 
+class AcceptsCancelOfASuccess(InMemoryQueryAdapter):
+    """Takes a user's cancel after the query succeeded: no transition of ``succeeded`` takes
+    a cancel, so no guard is involved; the implementation answers as if it had."""
+
+    def perform(self, instance, trigger, params):
+        if trigger == "cancel" and super().observe(instance)["state"] == "succeeded":
+            return  # accepted, and nothing changed
+        super().perform(instance, trigger, params)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_step_the_model_has_no_transition_for_is_probed_and_must_be_refused(tmp_path, seed):
+    report = run(AcceptsCancelOfASuccess, seed=seed, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert "did not refuse q0 cancel, which the model forbids: no cancel leaves state " \
+           "succeeded" in report.failure
+    assert report.steps[-1].forbidden and report.steps[-1].trigger == "cancel"
+
+
+def test_the_refusal_count_means_one_thing_in_the_text_and_the_json():
+    report = run(correct)
+    doc = report.to_json()
+    assert f"refusals {doc['refusals_probed']}/{doc['refusals_declared']}," in report.text()
+    assert doc["refusals_probed"] == doc["refusals_declared"] > 0
+    values = doc["parameter_values_declared"]
+    assert f"parameter values {values}/{values}" in report.text() and not doc[
+        "parameter_values_unfired"]
+
+
 def test_a_planted_bug_is_not_hidden_by_an_adapter_that_leaves_out_a_variable(tmp_path):
     """The gap of a kit that compared only the keys it got: now the adapter is told, loudly."""
 

@@ -60,6 +60,7 @@ class Record:
     edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
     cases: dict[tuple[str, str, str], int] = field(default_factory=dict)
     refusals: dict[tuple[str, str], int] = field(default_factory=dict)  # (transition, atom)
+    values: dict[tuple[tuple[str, str, str], str, str], int] = field(default_factory=dict)
     trace_events: int = 0  # events of the implementation's logs the trace checker accepted
     trace_failure: str | None = None
     spec: Any = None  # (system, factory, forbidden) of the campaign
@@ -74,7 +75,8 @@ class Record:
         _merge(self.edges, run.edges)
         _merge(self.cases, run.cases)
         _merge(self.refusals, run.refusals)
-        run.fired, run.edges, run.cases, run.refusals = {}, {}, {}, {}
+        _merge(self.values, run.values)
+        run.fired, run.edges, run.cases, run.refusals, run.values = {}, {}, {}, {}, {}
 
 
 def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:

@@ -65,15 +65,58 @@ def declared_refusals(protocol: Protocol, forbidden: frozenset[str]) -> list[tup
                               if t.trigger in forbidden for g in t.guards for atom in g.atoms()))
 
 
+NO_TRANSITION = "no transition"  # the atom of a refusal no guard gives: the state has none
+
+
+def refusal_goals(protocol: Protocol, forbidden: frozenset[str]) -> list[tuple[str, str]]:
+    """Every refusal a campaign must ask for, as (what, atom): each (transition, atom) the
+    model gives for that atom alone in some reachable state (the tour's search found one),
+    and each (``trigger in state``, :data:`NO_TRANSITION`) where a refusable trigger has no
+    transition from a reachable state. The report's refusal count is over these."""
+    from ._tour import tour_plan
+
+    plan = tour_plan(protocol, forbidden)
+    return ([(label, atom) for label, atom in declared_refusals(protocol, forbidden)
+             if (label, atom) in plan.probed]
+            + [(f"{trigger} in {state}", NO_TRANSITION) for trigger, state in plan.absent])
+
+
+def refusal_text(goal: tuple[str, str]) -> str:
+    what, atom = goal
+    return f"{what} ({atom})" if atom == NO_TRANSITION else f"{what} [{atom}]"
+
+
 def unprobed_refusals(protocol: Protocol, forbidden: frozenset[str],
                       refusals: Mapping[tuple[str, str], int]) -> list[str]:
-    """The refusals the model can give for one atom alone (the tour's search found a state
-    where it fails alone) that no run of the campaign asked for."""
-    from ._tour import tour_refusals
+    """The :func:`refusal_goals` no run of the campaign asked for."""
+    return [refusal_text(goal) for goal in refusal_goals(protocol, forbidden)
+            if not refusals.get(goal)]
 
-    probeable = tour_refusals(protocol, forbidden)
-    return [f"{label} [{atom}]" for label, atom in declared_refusals(protocol, forbidden)
-            if (label, atom) in probeable and not refusals.get((label, atom))]
+
+def absent_refusal(protocol: Protocol, c: Config, trigger: str) -> tuple[str, str] | None:
+    """The refusal goal of ``trigger`` in ``c`` when no transition of its state takes it."""
+    if any(t.trigger == trigger for t in protocol.transitions_from(c.state)):
+        return None
+    return (f"{trigger} in {c.state}", NO_TRANSITION)
+
+
+def value_text(key: tuple[tuple[str, str, str], str, str]) -> str:
+    edge, name, value = key
+    return f"{name}={value} at {edge_text(edge)}"
+
+
+def declared_values(protocol: Protocol, forbidden: frozenset[str]
+                    ) -> list[tuple[tuple[str, str, str], str, str]]:
+    """Every (edge, parameter, value) some reachable configuration takes the edge with."""
+    from ._tour import tour_plan
+
+    return list(tour_plan(protocol, forbidden).values)
+
+
+def unfired_values(protocol: Protocol, forbidden: frozenset[str],
+                   values: Mapping[tuple[tuple[str, str, str], str, str], int]) -> list[str]:
+    """The :func:`declared_values` no run of the campaign took."""
+    return [value_text(k) for k in declared_values(protocol, forbidden) if not values.get(k)]
 
 
 def never_alone(protocol: Protocol, forbidden: frozenset[str]) -> list[str]:

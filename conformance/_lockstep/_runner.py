@@ -24,6 +24,7 @@ from ._action import EAGER, SYSTEM, Action, rules_text, transition_label
 from ._contract import OutsideDomain, adapter_fault, blame_adapter, perform_refused
 from ._coverage import (
     _with_cases,
+    absent_refusal,
     edge_of,
     ends_early,
     expected_projection,
@@ -51,6 +52,7 @@ class Runner(Observing):
         self.edges: dict[tuple[str, str, str], int] = {}  # (from, to, trigger) -> times
         self.cases: dict[tuple[str, str, str], int] = {}  # (transition, guard, case) -> times
         self.refusals: dict[tuple[str, str], int] = {}  # (transition, atom refused alone) -> times
+        self.values: dict[tuple[tuple[str, str, str], str, str], int] = {}  # (edge, param, value)
         self.protocol_cases = _with_cases(self.protocol)
         self.last: tuple[int, Transition] | None = None  # the last step taken: instance, rule
 
@@ -180,6 +182,9 @@ class Runner(Observing):
             self.logged_steps.add(i)
         edge = edge_of(before, s.after, t)
         self.edges[edge] = self.edges.get(edge, 0) + 1
+        for name, value in s.params.items():
+            taken = (edge, name, repr(value))
+            self.values[taken] = self.values.get(taken, 0) + 1
         label = transition_label(t)
         if id(t) in self.protocol_cases:
             v = self.protocol.view(before)
@@ -240,8 +245,10 @@ class Runner(Observing):
     def _count_refusal(self, action: Action) -> None:
         if action.instance == SYSTEM:
             return
-        for key in refused_alone(self.protocol, self.configs[action.instance], action.trigger,
-                                 action.params):
+        c = self.configs[action.instance]
+        keys = refused_alone(self.protocol, c, action.trigger, action.params)
+        absent = absent_refusal(self.protocol, c, action.trigger)
+        for key in [*keys, absent] if absent is not None else keys:
             self.refusals[key] = self.refusals.get(key, 0) + 1
 
     def observe_all(self) -> dict[str, Any]:
