@@ -155,6 +155,23 @@ def test_a_step_the_model_has_no_transition_for_is_probed_and_must_be_refused(tm
     assert report.steps[-1].forbidden and report.steps[-1].trigger == "cancel"
 
 
+class IgnoresALookupTimeout(InMemoryQueryAdapter):
+    """A ``perform`` that drops one trigger the model says changes nothing but is logged."""
+
+    def perform(self, instance, trigger, params):
+        if trigger == "lookup_timeout":
+            return
+        super().perform(instance, trigger, params)
+
+
+def test_an_adapter_whose_perform_ignores_a_logged_trigger_fails_naming_it(tmp_path):
+    report = run(IgnoresALookupTimeout, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert "misses steps the model logs: lookup_timeout (trigger lookup_timeout)" \
+        in report.failure
+    assert [a.trigger for a in report.steps][-1] == "lookup_timeout"
+
+
 def test_the_refusal_count_means_one_thing_in_the_text_and_the_json():
     report = run(correct)
     doc = report.to_json()

@@ -4,6 +4,7 @@ log the run leaves checked by the trace checker."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable
 from typing import Any
 
@@ -47,6 +48,8 @@ class Observing:
         self.reused = 0
         self.trace_events = 0
         self.trace_problem: str | None = None
+        # Per observable name: the steps the run took that the model says leave an event.
+        self.witnessed: dict[str, int] = {}
 
     def version(self) -> Hashable | None:
         """The adapter's version (see :meth:`Adapter.version`), or None."""
@@ -170,3 +173,34 @@ class Observing:
             self.trace_problem = ("the trace checker rejects the implementation's event log:\n"
                                   + (*report.violations, *report.undecided)[0].text())
             raise Divergence(self.trace_problem)
+        self.check_witnessed(lines)
+
+    def check_witnessed(self, lines: list[str]) -> None:
+        """Every step the run took whose transition leaves an event (``observable``) left one
+        in the log, a step that changes nothing included: fewer events of a name than steps
+        is a divergence naming the trigger (a ``perform`` that ignored it, an implementation
+        that does not log it)."""
+        logged: dict[str, int] = {}
+        for line in lines:
+            text = line.strip().lstrip("\ufeff")
+            if not text:
+                continue
+            try:
+                trigger = json.loads(text).get("trigger")
+            except (ValueError, AttributeError):
+                continue  # the trace checker accepted the log; nothing else to count here
+            if isinstance(trigger, str):
+                logged[trigger] = logged.get(trigger, 0) + 1
+        short = {name: (n, logged.get(name, 0)) for name, n in sorted(self.witnessed.items())
+                 if logged.get(name, 0) < n}
+        if not short:
+            return
+        triggers = {t.observable: t.trigger for t in self.protocol.transitions}
+        shown = "; ".join(
+            f"{name} (trigger {triggers.get(name, name)}): {n} step(s) taken, {got} event(s)"
+            for name, (n, got) in short.items())
+        self.trace_problem = (f"the implementation's event log misses steps the model logs: "
+                              f"{shown}; each step whose transition leaves an event must leave "
+                              "one, a step that changes nothing included (does perform ignore "
+                              "the trigger?)")
+        raise Divergence(self.trace_problem)

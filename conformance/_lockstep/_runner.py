@@ -180,6 +180,7 @@ class Runner(Observing):
         t, before = s.transition, self.configs[i]
         if t.observable is not None:
             self.logged_steps.add(i)
+            self.witnessed[t.observable] = self.witnessed.get(t.observable, 0) + 1
         edge = edge_of(before, s.after, t)
         self.edges[edge] = self.edges.get(edge, 0) + 1
         for name, value in s.params.items():
