@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 import unittest
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,9 @@ class Report:
     counterexample: Path | None = None
     counterexample_error: str | None = None
     not_checked: tuple[str, ...] = ()
+    # The unobservable variables the caller accepts by name (``--allow-unchecked``); any other
+    # leaves the campaign incomplete: not ok, exit 3.
+    allowed_unchecked: tuple[str, ...] = ()
     fired: dict[str, int] = field(default_factory=dict)
     unfired: list[str] = field(default_factory=list)
     edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
@@ -100,8 +103,13 @@ class Report:
     system: bool = False  # a System's lockstep: ``fired``/``unfired`` count its steps
 
     @property
+    def unchecked(self) -> tuple[str, ...]:
+        """Variables no run compared with the model that the caller did not accept by name."""
+        return tuple(n for n in self.not_checked if n not in self.allowed_unchecked)
+
+    @property
     def ok(self) -> bool:
-        return self.status == PASSED
+        return self.status == PASSED and not self.unchecked
 
     @property
     def refusals_probed(self) -> int:
@@ -112,6 +120,8 @@ class Report:
         """0 passed, 1 diverged, 3 adapter error or a counterexample that could not be written."""
         if self.status == DIVERGED and self.counterexample_error:
             return 3
+        if self.status == PASSED and self.unchecked:
+            return 3  # incomplete: a variable was never compared, and no one accepted that
         return EXIT_CODES[self.status]
 
     def text(self) -> str:
@@ -140,6 +150,13 @@ class Report:
             lines.extend(f"NEVER ASKED: the refusal {what}" for what in self.unprobed_refusals)
             lines.extend(f"NOT PROBED ALONE: {what} (in no reachable state does it alone "
                          "refuse the trigger)" for what in self.refusals_never_alone)
+        if self.allowed_unchecked:
+            lines.append(f"ALLOWED UNCHECKED: {', '.join(self.allowed_unchecked)} (the adapter "
+                         "declares them unobservable; accepted by name with --allow-unchecked)")
+        if self.unchecked:
+            lines.append(f"INCOMPLETE (exit 3): {', '.join(self.unchecked)} never compared with "
+                         "the model; observe them, or accept each by name with "
+                         "--allow-unchecked NAME")
         if self.not_checked:
             lines.append(f"NOT CHECKED: {', '.join(self.not_checked)} (the adapter declares "
                          "them unobservable; no run compared them with the model)")
@@ -170,6 +187,8 @@ class Report:
             "counterexample": None if self.counterexample is None else str(self.counterexample),
             "counterexample_error": self.counterexample_error,
             "not_checked": list(self.not_checked),
+            "allowed_unchecked": list(self.allowed_unchecked),
+            "unchecked": list(self.unchecked),
             "transitions_fired": len(self.fired), "transitions_unfired": self.unfired,
             "edges_declared": self.edges_declared, "edges_unfired": self.unfired_edges,
             "guard_alternatives_declared": self.cases_declared,
@@ -258,6 +277,16 @@ def probe_system(factory: AdapterFactory, machine: System | None
             close()
 
 
+def _allowed(allow: Iterable[str], not_checked: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of ``allow``, each a variable the adapter declares unobservable."""
+    names = tuple(sorted(set(allow)))
+    wrong = [n for n in names if n not in not_checked]
+    if wrong:
+        raise ValueError(f"--allow-unchecked names {wrong}, which the adapter does not declare "
+                         f"unobservable (it declares {list(not_checked) or 'none'})")
+    return names
+
+
 def _campaign(factory: AdapterFactory, system: System, not_checked: tuple[str, ...],
               profile: str, settings: Any, seed: int | None, out: Path | str | None,
               name: str | None, start: float) -> Report:
@@ -298,8 +327,12 @@ def _campaign(factory: AdapterFactory, system: System, not_checked: tuple[str, .
 def lockstep(adapter_factory: AdapterFactory,
              machine: str | Protocol | System | None = None, *,
              profile: str = "ci", seed: int | None = None, out: Path | str | None = None,
-             name: str | None = None) -> Report:
+             name: str | None = None, allow_unchecked: Iterable[str] = ()) -> Report:
     """Run the lockstep kit on the implementation behind ``adapter_factory``.
+
+    A variable the adapter declares unobservable leaves the campaign incomplete (not
+    ``ok``, exit 3) unless ``allow_unchecked`` names it; naming a variable the adapter does
+    not declare unobservable is a ``ValueError``.
 
     ``machine`` is a machine name (``"query"``, ``"approval"``), a
     :class:`~settled.model.Protocol`, or None for the adapter's own
@@ -318,8 +351,11 @@ def lockstep(adapter_factory: AdapterFactory,
             return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
                           time.perf_counter() - start, 0, adapter_error=str(exc))
         if system is not None:
-            return _campaign(adapter_factory, system, not_checked, profile, settings,
-                             seed, out, name, start)
+            allowed = _allowed(allow_unchecked, not_checked)
+            report = _campaign(adapter_factory, system, not_checked, profile, settings,
+                               seed, out, name, start)
+            report.allowed_unchecked = allowed
+            return report
         assert not isinstance(machine, System)
     try:
         protocol, instances, not_checked = probe(adapter_factory, machine)
@@ -327,13 +363,17 @@ def lockstep(adapter_factory: AdapterFactory,
         label = machine if isinstance(machine, str) else getattr(machine, "name", "?")
         return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
                       time.perf_counter() - start, 0, adapter_error=str(exc))
-    return _campaign(adapter_factory, world(protocol, instances), not_checked, profile,
-                     settings, seed, out, name, start)
+    allowed = _allowed(allow_unchecked, not_checked)
+    report = _campaign(adapter_factory, world(protocol, instances), not_checked, profile,
+                       settings, seed, out, name, start)
+    report.allowed_unchecked = allowed
+    return report
 
 
 def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,
                   profile: str = "dev", seed: int | None = 0,
-                  out: Path | str | None = None) -> type[unittest.TestCase]:
+                  out: Path | str | None = None,
+                  allow_unchecked: Iterable[str] = ()) -> type[unittest.TestCase]:
     """A test class running one lockstep campaign; one line per implementation::
 
         TestMyQueries = lockstep_case(MyAdapter, "query")
@@ -345,7 +385,8 @@ def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | Non
 
     class LockstepCase(unittest.TestCase):
         def test_conforms_to_the_model(self) -> None:
-            report = lockstep(adapter_factory, machine, profile=profile, seed=seed, out=out)
+            report = lockstep(adapter_factory, machine, profile=profile, seed=seed, out=out,
+                              allow_unchecked=allow_unchecked)
             if not report.ok:
                 self.fail(report.text())
 

@@ -62,7 +62,10 @@ def test_refusable_triggers_are_declared_in_the_model():
 
 
 # ---------------------------------------------------------------------------- the pytest line
-TestInMemoryQueries = lockstep_case(correct, "query")
+# The example keeps no SQL ledger, results, notifications, request clocks or status tool: the
+# variables it cannot show are accepted by name, or the campaign is incomplete.
+EXAMPLE_UNCHECKED = tuple(sorted(InMemoryQueryAdapter.unobservable))
+TestInMemoryQueries = lockstep_case(correct, "query", allow_unchecked=EXAMPLE_UNCHECKED)
 
 
 def test_a_lockstep_case_fails_on_a_planted_bug(tmp_path):
@@ -202,12 +205,25 @@ class Unobservable(InMemoryQueryAdapter):
 
 
 def test_declared_unobservable_variables_are_reported_not_checked():
-    report = run(Unobservable)
-    assert report.ok
     content = tuple(sorted(InMemoryQueryAdapter.unobservable))
+    report = run(Unobservable, allow_unchecked=(*content, "held", "platform"))
+    assert report.ok and report.exit_code == 0
     assert report.not_checked == tuple(sorted(("held", "platform", *content)))
     assert "held" in report.text() and "NOT CHECKED" in report.text()
+    assert "ALLOWED UNCHECKED: held" in report.text()
     assert report.to_json()["not_checked"] == sorted(("held", "platform", *content))
+
+
+def test_an_unobservable_variable_not_accepted_by_name_leaves_the_campaign_incomplete():
+    """All green is not enough: a variable never compared fails the campaign (exit 3) until
+    the caller names it, and the report says which."""
+    report = run(Unobservable, allow_unchecked=EXAMPLE_UNCHECKED)
+    assert report.status == "passed" and not report.ok and report.exit_code == 3
+    assert report.unchecked == ("held", "platform")
+    assert "INCOMPLETE (exit 3): held, platform never compared" in report.text()
+    assert report.to_json()["unchecked"] == ["held", "platform"]
+    with pytest.raises(ValueError, match=r"names \['status'\]"):
+        run(Unobservable, allow_unchecked=("status",))
 
 
 def test_unobservable_must_name_observable_variables():
@@ -400,10 +416,15 @@ def _settled(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_passes_the_correct_example_and_catches_the_planted_bug(tmp_path):
+    strict = _settled("lockstep", "examples.query_adapter:correct", "--profile", "dev", "--seed",
+                      "1", "--out", str(tmp_path))
+    assert strict.returncode == 3 and "INCOMPLETE (exit 3)" in strict.stdout  # nothing named
     ok = _settled("lockstep", "examples.query_adapter:correct", "--profile", "dev", "--seed", "1",
-                  "--out", str(tmp_path))
+                  "--out", str(tmp_path), "--allow-unchecked", ",".join(EXAMPLE_UNCHECKED))
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "PASSED" in ok.stdout
+    assert "PASSED" in ok.stdout and "ALLOWED UNCHECKED: message_clock" in ok.stdout
+    wrong = _settled("lockstep", "examples.query_adapter:correct", "--allow-unchecked", "status")
+    assert wrong.returncode == 2 and "does not declare unobservable" in wrong.stderr
     bad = _settled("lockstep", "examples.query_adapter:buggy", "--profile", "dev", "--seed", "1",
                    "--out", str(tmp_path), "--json")
     assert bad.returncode == 1, bad.stdout + bad.stderr
