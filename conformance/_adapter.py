@@ -20,7 +20,8 @@ The contract:
   model's own history and never observed), in the model's words and within
   the variable's domain. A variable the implementation cannot show is named
   in ``unobservable``; the report then says it was NOT CHECKED. A missing
-  key, an unknown key or an out-of-domain value is an :class:`AdapterError`.
+  key, an unknown key or a value of another kind is an :class:`AdapterError`;
+  a value of its kind outside the domain is a divergence (the implementation's).
 - ``trace_lines()`` returns the implementation's event log in the public
   ``settled.trace/1`` format, for the trace checker. A run that took logged
   steps with an empty or unreadable log is an :class:`AdapterError`.

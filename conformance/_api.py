@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 import unittest
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,15 +29,20 @@ from ._lockstep import (
     Contract,
     declared_cases,
     declared_edges,
-    declared_refusals,
+    declared_values,
+    is_machine,
     make_lockstep,
     never_alone,
+    refusal_goals,
     replay,
     run_lockstep,
     unfired,
     unfired_cases,
     unfired_edges,
+    unfired_steps,
+    unfired_values,
     unprobed_refusals,
+    world,
 )
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
@@ -74,6 +79,9 @@ class Report:
     counterexample: Path | None = None
     counterexample_error: str | None = None
     not_checked: tuple[str, ...] = ()
+    # The unobservable variables the caller accepts by name (``--allow-unchecked``); any other
+    # leaves the campaign incomplete: not ok, exit 3.
+    allowed_unchecked: tuple[str, ...] = ()
     fired: dict[str, int] = field(default_factory=dict)
     unfired: list[str] = field(default_factory=list)
     edges: dict[tuple[str, str, str], int] = field(default_factory=dict)
@@ -83,25 +91,37 @@ class Report:
     cases_declared: int = 0
     unfired_cases: list[str] = field(default_factory=list)
     refusals: dict[tuple[str, str], int] = field(default_factory=dict)
-    refusals_declared: int = 0  # (transition, guard or guard part) a caller may be refused for
+    # The refusals a campaign must ask for (lockstep.refusal_goals): each guard, or guard part,
+    # that alone refuses a transition in some reachable state, and each refusable trigger in
+    # each reachable state where no transition takes it. The text and JSON count these.
+    refusals_declared: int = 0
     unprobed_refusals: list[str] = field(default_factory=list)
-    refusals_never_alone: list[str] = field(default_factory=list)
+    refusals_never_alone: list[str] = field(default_factory=list)  # no state singles them out
+    values: dict[tuple[tuple[str, str, str], str, str], int] = field(default_factory=dict)
+    values_declared: int = 0  # (edge, parameter, value) some reachable state takes
+    unfired_values: list[str] = field(default_factory=list)
     system: bool = False  # a System's lockstep: ``fired``/``unfired`` count its steps
 
     @property
-    def ok(self) -> bool:
-        return self.status == PASSED
+    def unchecked(self) -> tuple[str, ...]:
+        """Variables no run compared with the model that the caller did not accept by name."""
+        return tuple(n for n in self.not_checked if n not in self.allowed_unchecked)
 
     @property
-    def refusals_probeable(self) -> int:
-        """Refusals some reachable state gives for one guard (or guard part) alone."""
-        return self.refusals_declared - len(self.refusals_never_alone)
+    def ok(self) -> bool:
+        return self.status == PASSED and not self.unchecked
+
+    @property
+    def refusals_probed(self) -> int:
+        return self.refusals_declared - len(self.unprobed_refusals)
 
     @property
     def exit_code(self) -> int:
         """0 passed, 1 diverged, 3 adapter error or a counterexample that could not be written."""
         if self.status == DIVERGED and self.counterexample_error:
             return 3
+        if self.status == PASSED and self.unchecked:
+            return 3  # incomplete: a variable was never compared, and no one accepted that
         return EXIT_CODES[self.status]
 
     def text(self) -> str:
@@ -121,13 +141,22 @@ class Report:
             lines.append(f"coverage: edges {self.edges_declared - len(self.unfired_edges)}/"
                          f"{self.edges_declared}, guard alternatives "
                          f"{self.cases_declared - len(self.unfired_cases)}/{self.cases_declared}"
-                         f", refusals {self.refusals_probeable - len(self.unprobed_refusals)}/"
-                         f"{self.refusals_probeable}")
+                         f", refusals {self.refusals_probed}/{self.refusals_declared}, parameter "
+                         f"values {self.values_declared - len(self.unfired_values)}/"
+                         f"{self.values_declared}")
             for what in (*self.unfired_edges, *self.unfired_cases):
                 lines.append(f"NEVER FIRED: {what}")
-            lines.extend(f"NEVER ASKED: a refusal by {what} alone" for what in self.unprobed_refusals)
+            lines.extend(f"NEVER TAKEN: {what}" for what in self.unfired_values)
+            lines.extend(f"NEVER ASKED: the refusal {what}" for what in self.unprobed_refusals)
             lines.extend(f"NOT PROBED ALONE: {what} (in no reachable state does it alone "
                          "refuse the trigger)" for what in self.refusals_never_alone)
+        if self.allowed_unchecked:
+            lines.append(f"ALLOWED UNCHECKED: {', '.join(self.allowed_unchecked)} (the adapter "
+                         "declares them unobservable; accepted by name with --allow-unchecked)")
+        if self.unchecked:
+            lines.append(f"INCOMPLETE (exit 3): {', '.join(self.unchecked)} never compared with "
+                         "the model; observe them, or accept each by name with "
+                         "--allow-unchecked NAME")
         if self.not_checked:
             lines.append(f"NOT CHECKED: {', '.join(self.not_checked)} (the adapter declares "
                          "them unobservable; no run compared them with the model)")
@@ -158,12 +187,17 @@ class Report:
             "counterexample": None if self.counterexample is None else str(self.counterexample),
             "counterexample_error": self.counterexample_error,
             "not_checked": list(self.not_checked),
+            "allowed_unchecked": list(self.allowed_unchecked),
+            "unchecked": list(self.unchecked),
             "transitions_fired": len(self.fired), "transitions_unfired": self.unfired,
             "edges_declared": self.edges_declared, "edges_unfired": self.unfired_edges,
             "guard_alternatives_declared": self.cases_declared,
             "guard_alternatives_unfired": self.unfired_cases,
             "refusals_declared": self.refusals_declared,
+            "refusals_probed": self.refusals_probed,
             "refusals_unprobed": self.unprobed_refusals,
+            "parameter_values_declared": self.values_declared,
+            "parameter_values_unfired": self.unfired_values,
             "refusals_never_alone": self.refusals_never_alone,
         }
 
@@ -243,32 +277,62 @@ def probe_system(factory: AdapterFactory, machine: System | None
             close()
 
 
-def _lockstep_system(factory: AdapterFactory, system: System, not_checked: tuple[str, ...],
-                     profile: str, settings: Any,
-                     seed: int | None, out: Path | str | None, name: str | None,
-                     start: float) -> Report:
-    from ._system_lockstep import make_system_lockstep, run_system_lockstep
-    from ._system_lockstep import unfired as system_unfired
+def _allowed(allow: Iterable[str], not_checked: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of ``allow``, each a variable the adapter declares unobservable."""
+    names = tuple(sorted(set(allow)))
+    wrong = [n for n in names if n not in not_checked]
+    if wrong:
+        raise ValueError(f"--allow-unchecked names {wrong}, which the adapter does not declare "
+                         f"unobservable (it declares {list(not_checked) or 'none'})")
+    return names
 
-    machine = system.machine
-    suite = make_system_lockstep(system, factory, forbidden=machine.refusable,
-                                 name=name or system.name)
-    record = run_system_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
+
+def _campaign(factory: AdapterFactory, system: System, not_checked: tuple[str, ...],
+              profile: str, settings: Any, seed: int | None, out: Path | str | None,
+              name: str | None, start: float) -> Report:
+    """One campaign of the one kit, on a declared system or a machine's independent
+    instances (:func:`._lockstep.world`), and its report."""
+    protocol = system.machine
+    suite = make_lockstep(system, factory, forbidden=protocol.refusable,
+                          name=name or system.name)
+    record = run_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
     status = (ADAPTER_ERROR if record.adapter_error else DIVERGED if record.failure else PASSED)
-    return Report(
-        system.name, status, profile, seed, system.instances, record.examples,
-        time.perf_counter() - start, record.trace_events, failure=record.failure,
-        adapter_error=record.adapter_error, steps=list(record.steps),
+    passed = status == PASSED
+    common = dict(
+        failure=record.failure, adapter_error=record.adapter_error, steps=list(record.steps),
         counterexample=record.itf_path, counterexample_error=record.counterexample_error,
-        not_checked=not_checked, fired=dict(record.fired),
-        unfired=system_unfired(system, record.fired) if status == PASSED else [], system=True)
+        not_checked=not_checked, fired=dict(record.fired))
+    head = (system.name, status, profile, seed, system.instances, record.examples,
+            time.perf_counter() - start, record.trace_events)
+    if not is_machine(system):
+        return Report(*head, **common,  # type: ignore[arg-type]
+                      unfired=unfired_steps(system, record.fired) if passed else [], system=True)
+    refusable = protocol.refusable
+    return Report(
+        *head, **common,  # type: ignore[arg-type]
+        unfired=unfired(protocol, record.fired) if passed else [],
+        edges=dict(record.edges), cases=dict(record.cases),
+        edges_declared=len(declared_edges(protocol)),
+        unfired_edges=unfired_edges(protocol, record.edges) if passed else [],
+        cases_declared=len(declared_cases(protocol)),
+        unfired_cases=unfired_cases(protocol, record.cases) if passed else [],
+        refusals=dict(record.refusals),
+        refusals_declared=len(refusal_goals(protocol, refusable)),
+        unprobed_refusals=unprobed_refusals(protocol, refusable, record.refusals) if passed else [],
+        refusals_never_alone=never_alone(protocol, refusable),
+        values=dict(record.values), values_declared=len(declared_values(protocol, refusable)),
+        unfired_values=unfired_values(protocol, refusable, record.values) if passed else [])
 
 
 def lockstep(adapter_factory: AdapterFactory,
              machine: str | Protocol | System | None = None, *,
              profile: str = "ci", seed: int | None = None, out: Path | str | None = None,
-             name: str | None = None) -> Report:
+             name: str | None = None, allow_unchecked: Iterable[str] = ()) -> Report:
     """Run the lockstep kit on the implementation behind ``adapter_factory``.
+
+    A variable the adapter declares unobservable leaves the campaign incomplete (not
+    ``ok``, exit 3) unless ``allow_unchecked`` names it; naming a variable the adapter does
+    not declare unobservable is a ``ValueError``.
 
     ``machine`` is a machine name (``"query"``, ``"approval"``), a
     :class:`~settled.model.Protocol`, or None for the adapter's own
@@ -287,8 +351,11 @@ def lockstep(adapter_factory: AdapterFactory,
             return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
                           time.perf_counter() - start, 0, adapter_error=str(exc))
         if system is not None:
-            return _lockstep_system(adapter_factory, system, not_checked, profile, settings,
-                                    seed, out, name, start)
+            allowed = _allowed(allow_unchecked, not_checked)
+            report = _campaign(adapter_factory, system, not_checked, profile, settings,
+                               seed, out, name, start)
+            report.allowed_unchecked = allowed
+            return report
         assert not isinstance(machine, System)
     try:
         protocol, instances, not_checked = probe(adapter_factory, machine)
@@ -296,32 +363,17 @@ def lockstep(adapter_factory: AdapterFactory,
         label = machine if isinstance(machine, str) else getattr(machine, "name", "?")
         return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
                       time.perf_counter() - start, 0, adapter_error=str(exc))
-    suite = make_lockstep(protocol, adapter_factory, instances=instances,
-                          forbidden=protocol.refusable, name=name or protocol.name)
-    record = run_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
-    status = (ADAPTER_ERROR if record.adapter_error else DIVERGED if record.failure else PASSED)
-    return Report(
-        protocol.name, status, profile, seed, instances, record.examples,
-        time.perf_counter() - start, record.trace_events, failure=record.failure,
-        adapter_error=record.adapter_error, steps=list(record.steps),
-        counterexample=record.itf_path, counterexample_error=record.counterexample_error,
-        not_checked=not_checked, fired=dict(record.fired),
-        unfired=unfired(protocol, record.fired) if status == PASSED else [],
-        edges=dict(record.edges), cases=dict(record.cases),
-        edges_declared=len(declared_edges(protocol)),
-        unfired_edges=unfired_edges(protocol, record.edges) if status == PASSED else [],
-        cases_declared=len(declared_cases(protocol)),
-        unfired_cases=unfired_cases(protocol, record.cases) if status == PASSED else [],
-        refusals=dict(record.refusals),
-        refusals_declared=len(declared_refusals(protocol, protocol.refusable)),
-        unprobed_refusals=(unprobed_refusals(protocol, protocol.refusable, record.refusals)
-                           if status == PASSED else []),
-        refusals_never_alone=never_alone(protocol, protocol.refusable))
+    allowed = _allowed(allow_unchecked, not_checked)
+    report = _campaign(adapter_factory, world(protocol, instances), not_checked, profile,
+                       settings, seed, out, name, start)
+    report.allowed_unchecked = allowed
+    return report
 
 
 def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | None = None, *,
                   profile: str = "dev", seed: int | None = 0,
-                  out: Path | str | None = None) -> type[unittest.TestCase]:
+                  out: Path | str | None = None,
+                  allow_unchecked: Iterable[str] = ()) -> type[unittest.TestCase]:
     """A test class running one lockstep campaign; one line per implementation::
 
         TestMyQueries = lockstep_case(MyAdapter, "query")
@@ -333,7 +385,8 @@ def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | Non
 
     class LockstepCase(unittest.TestCase):
         def test_conforms_to_the_model(self) -> None:
-            report = lockstep(adapter_factory, machine, profile=profile, seed=seed, out=out)
+            report = lockstep(adapter_factory, machine, profile=profile, seed=seed, out=out,
+                              allow_unchecked=allow_unchecked)
             if not report.ok:
                 self.fail(report.text())
 
@@ -462,7 +515,7 @@ def replay_counterexample(counterexample: Counterexample, adapter_factory: Adapt
         raise CounterexampleError(f"the counterexample uses {counterexample.instances} "
                                   f"instances; the adapter has {instances}")
     try:
-        message = replay(protocol, adapter_factory, instances, protocol.refusable,
+        message = replay(world(protocol, instances), adapter_factory, protocol.refusable,
                          counterexample.steps)
     except Invalid as exc:
         raise CounterexampleError(f"the model does not accept these steps: {exc}") from None

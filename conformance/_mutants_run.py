@@ -29,7 +29,6 @@ from hypothesis import settings
 
 from ._lockstep import Action, Record, run_lockstep
 from ._suites import SUITES, SYSTEM_SUITES, Suite, SystemSuite
-from ._system_lockstep import run_system_lockstep
 from .mutants import Mutant, all_mutants, rule_coverage
 
 __all__ = ["BaselineResult", "MutantResult", "MutantsReport", "Progress", "run_mutants",
@@ -165,11 +164,7 @@ def _campaign(suite: Suite | SystemSuite, name: str, profile: settings, seed: in
     contract, which is neither a kill nor a pass."""
     start = time.perf_counter()
     try:
-        if isinstance(suite, SystemSuite):
-            record = run_system_lockstep(suite.lockstep(name), profile, seed=seed, out=out,
-                                         tour=tour)
-        else:
-            record = run_lockstep(suite.lockstep(name), profile, seed=seed, out=out, tour=tour)
+        record = run_lockstep(suite.lockstep(name), profile, seed=seed, out=out, tour=tour)
     except Exception:  # the kit must not take the whole catalogue down with it
         return None, time.perf_counter() - start, f"the kit raised:\n{traceback.format_exc()}"
     if record.adapter_error is not None:

@@ -1,9 +1,7 @@
 """Replaying and shrinking a failing lockstep run: one minimiser for machines and systems.
 
-The machine lockstep (:mod:`._lockstep`) and the system lockstep
-(:mod:`._system_lockstep`) differ in what a step is and how the model takes it;
-replaying a step list on a fresh implementation and shrinking it to a short
-failing one are the same work, written once here.
+The lockstep kit (:mod:`._lockstep`) replays a step list on a fresh implementation and
+shrinks a failing one to a short failing one here, for machines and systems alike.
 """
 
 from __future__ import annotations

@@ -106,10 +106,8 @@ class SystemSuite:
         return self.system.instances
 
     def lockstep(self, name: str | None = None) -> type[RuleBasedStateMachine]:
-        from ._system_lockstep import make_system_lockstep
-
-        return make_system_lockstep(self.system, self.adapter, forbidden=self.forbidden,
-                                    name=name or self.machine)
+        return make_lockstep(self.system, self.adapter, forbidden=self.forbidden,
+                             name=name or self.machine)
 
 
 def query_system_suite(adapter_class: type[Adapter] | None = None,

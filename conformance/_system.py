@@ -196,7 +196,7 @@ class _Space:
         self.gen = compile_machine(self.machine)
         self.broken: list[tuple[str, ...]] = []  # per local id: broken machine invariants
         self.terminal: list[bool] = []
-        self.shared_idx = system._shared_idx
+        self.shared_idx = system.shared_indices
         self.symmetry = symmetry
         self.perms: list[tuple[int, ...]] = [()]
         self.held = -1
@@ -323,11 +323,11 @@ class _Space:
         sync steps are left to the caller: they depend on the other instances."""
         sv, bound, ctx, _own = self.shared_info(shared)
         sys = self.system
-        refine, sync = sys._refine, sys.sync
+        sync = sys.sync
         plain: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
         bad: list[tuple[int, _Move]] = []  # (index of its outcome in plain, the move)
         syncs: list[_Move] = []
-        lock, cfg = sys._lock is not None, self.configs[c]
+        lock, cfg = sys.mutex is not None, self.configs[c]
         for mv in self.moves(c, ctx, bound):
             if mv.trigger in sync:
                 syncs.append(mv)
@@ -338,7 +338,7 @@ class _Space:
                 if got is None:
                     continue
                 locked = got
-            new_shared = _refined(refine, mv.trigger, mv.params, sv, locked, sys)
+            new_shared = sys.refined(mv.trigger, mv.params, sv, locked)
             if new_shared is None:
                 continue
             # Taken from every reached configuration holding (c, shared): it fires.
@@ -366,7 +366,7 @@ class _Space:
         key = (c, trigger, pkey)
         h = self._held_back.get(key)
         if h is None:
-            h = self._held_back[key] = self.system._held_back(self.configs[c], trigger, params)
+            h = self._held_back[key] = self.system.held_back(self.configs[c], trigger, params)
         return h
 
     def shared_info(self, shared: tuple[Value, ...]) -> Any:
@@ -375,13 +375,13 @@ class _Space:
         info = self._shared_info.get(shared)
         if info is None:
             sys = self.system
-            sv = dict(zip(sys._vidx, shared, strict=True))
+            sv = sys.view_of_shared(shared)
             bound = {b.param: b.fn(sv) for b in sys.bind}
             own = []
             for t in sys.transitions:
                 for p in t.param_choices():
                     if all(g.fn(sv, p) for g in t.guards):
-                        own.append((t, p, _replace_shared(shared, sys._vidx, t.effect(sv, p))))
+                        own.append((t, p, sys.with_shared(shared, t.effect(sv, p))))
             info = self._shared_info[shared] = (sv, bound, tuple(bound.values()), tuple(own))
         return info
 
@@ -400,16 +400,6 @@ def _arrangements(form: tuple[int, ...]) -> int:
     return out // math.factorial(run)
 
 
-def _replace_shared(values: tuple[Value, ...], index: Mapping[str, int],
-                    updates: Mapping[str, Value]) -> tuple[Value, ...]:
-    if not updates:
-        return values
-    out = list(values)
-    for name, x in updates.items():
-        out[index[name]] = x
-    return tuple(out)
-
-
 _Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...]]
 _Compiled = tuple[
     tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], int], ...],
@@ -426,7 +416,6 @@ def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
     steps and shortest lengths are found either way."""
     sys = sp.system
     sv = sp.shared_info(shared)[0]
-    refine = sys._refine
     out: list[_Succ] = []
     groups: dict[tuple[str, Any], list[tuple[int, _Move]]] = {}
     for i, mv in sync_moves:
@@ -436,10 +425,10 @@ def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
         params = moves[0][1].params
         if any(sp.held_back(c, trigger, params, pkey) for j, c in enumerate(ids) if j not in movers):
             continue
-        if sys._lock is not None:  # as System._apply, first: a sync step may not move the lock
-            sys._locked(SystemConfig(tuple(sp.configs[c] for c in ids), shared),
+        if sys.mutex is not None:  # as System._apply, first: a sync step may not move the lock
+            sys.locked(SystemConfig(tuple(sp.configs[c] for c in ids), shared),
                         tuple((i, mv.step) for i, mv in moves), trigger)
-        new_shared = _refined(refine, trigger, params, sv, shared, sys)
+        new_shared = sys.refined(trigger, params, sv, shared)
         if new_shared is None:
             continue
         new = list(ids)
@@ -464,16 +453,6 @@ def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
 def _own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> list[_Succ]:
     """The system's own steps: only the shared values change."""
     return [(ids, new_shared, ()) for _t, _p, new_shared in sp.shared_info(shared)[3]]
-
-
-def _refined(refine: Mapping[str, Any], trigger: str, params: Any, sv: Any,
-             shared: tuple[Value, ...], sys: System) -> tuple[Value, ...] | None:
-    ref = refine.get(trigger)
-    if ref is None:
-        return shared
-    if not all(g.fn(sv, params) for g in ref.guards):
-        return None
-    return _replace_shared(shared, sys._vidx, ref.effect(sv, params))
 
 
 def explore_system(system: System, *, symmetry: bool = True, max_states: int | None = None,

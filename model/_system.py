@@ -235,11 +235,44 @@ class System:
 
     # -- lookups -----------------------------------------------------------------
     @property
+    def independent(self) -> bool:
+        """True when the instances never interact: no shared or own variables, no
+        synchronised or own steps, no bindings, refinements or lock. Each step then moves one
+        instance exactly as ``machine.fire`` would."""
+        return not (self.shared or self.variables or self.transitions or self.sync
+                    or self.bind or self.refinements or self.mutex)
+
+    @property
     def variable_names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variables)
 
     def shared_view(self, config: SystemConfig) -> Vars:
-        return dict(zip(self._vidx, config.shared, strict=True))
+        return self.view_of_shared(config.shared)
+
+    def view_of_shared(self, shared: tuple[Value, ...]) -> Vars:
+        """The system's own variables by name, from their values in declaration order."""
+        return dict(zip(self._vidx, shared, strict=True))
+
+    @property
+    def shared_indices(self) -> tuple[int, ...]:
+        """Where the machine's shared variables sit in an instance's values."""
+        return self._shared_idx
+
+    def with_shared(self, shared: tuple[Value, ...],
+                    updates: Mapping[str, Value]) -> tuple[Value, ...]:
+        """The system's variables ``shared`` with ``updates`` (by name) written."""
+        return _replace(shared, self._vidx, updates)
+
+    def refined(self, trigger: str, params: Params, sv: Vars,
+                shared: tuple[Value, ...]) -> tuple[Value, ...] | None:
+        """The system's variables after the refinement of ``trigger`` (``shared`` when it
+        has none); None when the refinement's guards refuse the step."""
+        ref = self._refine.get(trigger)
+        if ref is None:
+            return shared
+        if not all(g.fn(sv, params) for g in ref.guards):
+            return None
+        return _replace(shared, self._vidx, ref.effect(sv, params))
 
     def initial_config(self) -> SystemConfig:
         c = self.machine.initial_config()
@@ -315,14 +348,14 @@ class System:
             for _key, params in sorted(keys.items(), key=lambda kv: repr(kv[0])):
                 moves = tuple((i, s) for i, steps in enumerate(per) for s in steps
                               if s.transition.trigger == trigger and s.params == params)
-                if any(self._held_back(c, trigger, params)
+                if any(self.held_back(c, trigger, params)
                        for i, c in enumerate(config.instances) if all(j != i for j, _ in moves)):
                     continue
                 after = self._apply(config, moves, sv, trigger, params)
                 if after is not None:
                     yield SystemStep(trigger, params, moves, None, after)
 
-    def _held_back(self, c: Config, trigger: str, params: Params) -> bool:
+    def held_back(self, c: Config, trigger: str, params: Params) -> bool:
         """True when only a model bound keeps ``trigger`` from concerning this instance."""
         v = self.machine.view(c)
         for t in self.machine.transitions_from(c.state):
@@ -337,7 +370,7 @@ class System:
         ref = self._refine.get(trigger)
         shared = config.shared
         if self._lock is not None:
-            locked = self._locked(config, moves, trigger)
+            locked = self.locked(config, moves, trigger)
             if locked is None:
                 return None
             shared = locked
@@ -367,8 +400,8 @@ class System:
                 instances[j] = Config(c.state, tuple(values))
         return SystemConfig(tuple(instances), shared)
 
-    def _locked(self, config: SystemConfig, moves: tuple[tuple[int, Step], ...],
-                trigger: str) -> tuple[Value, ...] | None:
+    def locked(self, config: SystemConfig, moves: tuple[tuple[int, Step], ...],
+               trigger: str) -> tuple[Value, ...] | None:
         """The system's variables after the mutex saw the step; None if it refuses it."""
         assert self.mutex is not None and self._lock is not None
         flag = self._lock[1]

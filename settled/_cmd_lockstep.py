@@ -79,6 +79,10 @@ def lockstep(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for counterexamples "
                                              "(default ./settled-counterexamples).")] = None,
+    allow_unchecked: Annotated[list[str] | None, typer.Option(
+        "--allow-unchecked", metavar="VAR",
+        help="Accept that the adapter never shows VAR (declared unobservable); repeat for each. "
+             "Without it such a campaign is incomplete: exit 3.")] = None,
 ) -> None:
     """Run the lockstep kit on any implementation through its adapter."""
     from settled.conformance import lockstep as run
@@ -94,7 +98,13 @@ def lockstep(
     except (_BadInput, OutputPathError) as exc:
         _say(f"settled lockstep: {exc}")
         raise typer.Exit(2) from None
-    report = run(made, machine, profile=profile_name, seed=seed, out=out)
+    names = [n.strip() for item in allow_unchecked or [] for n in item.split(",") if n.strip()]
+    try:
+        report = run(made, machine, profile=profile_name, seed=seed, out=out,
+                     allow_unchecked=names)
+    except ValueError as exc:
+        _say(f"settled lockstep: {exc}")
+        raise typer.Exit(2) from None
     if as_json:
         emit(report.to_json(), report.exit_code)
     else:

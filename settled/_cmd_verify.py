@@ -60,8 +60,8 @@ def _lockstep_cell(ls: dict[str, Any]) -> str:
     return f"{_mark(ls['ok'])} {ls.get('examples', 0):,} runs"
 
 
-def _fraction(ls: dict[str, Any], total: str, missed: str, less: str | None = None) -> str:
-    declared = ls.get(total, 0) - (len(ls.get(less, [])) if less else 0)
+def _fraction(ls: dict[str, Any], total: str, missed: str) -> str:
+    declared = ls.get(total, 0)
     return f"{declared - len(ls.get(missed, []))}/{declared}"
 
 
@@ -74,8 +74,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("  edges", lambda m: _fraction(m["lockstep"], "edges", "unfired_edges")),
     ("  alternatives", lambda m: _fraction(m["lockstep"], "guard_alternatives",
                                            "unfired_guard_alternatives")),
-    ("  refusals", lambda m: _fraction(m["lockstep"], "refusals", "unprobed_refusals",
-                                       "refusals_never_alone")),
+    ("  refusals", lambda m: _fraction(m["lockstep"], "refusals", "unprobed_refusals")),
+    ("  values", lambda m: _fraction(m["lockstep"], "parameter_values",
+                                     "unfired_parameter_values")),
     ("trace check", lambda m: f"{_mark(m['trace_check']['ok'])} "
                               f"{m['trace_check'].get('events', 0):,} events"),
     ("system lockstep", lambda m: _system_lockstep_cell(m.get("system_lockstep", {}))),
@@ -158,7 +159,9 @@ def details(result: dict[str, Any]) -> None:
         for case in ls.get("unfired_guard_alternatives", []):
             err.print(f"{name}: the campaign never fired the guard alternative {case}")
         for refusal in ls.get("unprobed_refusals", []):
-            err.print(f"{name}: the campaign never asked for a refusal by {refusal} alone")
+            err.print(f"{name}: the campaign never asked for the refusal {refusal}")
+        for value in ls.get("unfired_parameter_values", []):
+            err.print(f"{name}: the campaign never took the parameter value {value}")
         for refusal in ls.get("refusals_never_alone", []):
             err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
                       "refuse the trigger: another guard fails too, or another transition of the "

@@ -34,12 +34,14 @@ from settled.conformance._explore import explore
 from settled.conformance._lockstep import (
     declared_cases,
     declared_edges,
-    declared_refusals,
+    declared_values,
     never_alone,
+    refusal_goals,
     run_lockstep,
     unfired,
     unfired_cases,
     unfired_edges,
+    unfired_values,
     unprobed_refusals,
 )
 from settled.conformance._profiles import profile
@@ -141,22 +143,26 @@ def check_lockstep(name: str, profile_name: str, seed: int,
     edges = unfired_edges(suite.protocol, record.edges)
     cases = unfired_cases(suite.protocol, record.cases)
     refusals = unprobed_refusals(suite.protocol, suite.forbidden, record.refusals)
+    values = unfired_values(suite.protocol, suite.forbidden, record.values)
     failure = record.failure or record.adapter_error
     try:
         not_checked = list(probe(suite.adapter, suite.protocol)[2])
     except AdapterError as exc:
         not_checked, failure = [], failure or str(exc)
     lockstep = {"ok": failure is None and not missing and not edges and not cases
-                and not refusals,
+                and not refusals and not values,
                 "not_checked": not_checked,
                 "profile": profile_name, "seed": seed, "examples": record.examples,
+                "tour_runs": record.tour_runs,
                 "steps": sum(record.fired.values()), "seconds": round(seconds, 2),
                 "unfired_transitions": missing,
                 "edges": len(declared_edges(suite.protocol)), "unfired_edges": edges,
                 "guard_alternatives": len(declared_cases(suite.protocol)),
                 "unfired_guard_alternatives": cases,
-                "refusals": len(declared_refusals(suite.protocol, suite.forbidden)),
+                "refusals": len(refusal_goals(suite.protocol, suite.forbidden)),
                 "unprobed_refusals": refusals,
+                "parameter_values": len(declared_values(suite.protocol, suite.forbidden)),
+                "unfired_parameter_values": values,
                 "refusals_never_alone": never_alone(suite.protocol, suite.forbidden),
                 "failure": failure, "store": where}
     trace = {"ok": record.trace_failure is None and record.trace_events > 0,
@@ -172,8 +178,7 @@ SYSTEM_SUITE_OF = {"query": "query_system", "approval": "approval_system"}
 
 def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[str, Any]:
     """The system's lockstep and the trace check of its runs' logs, or why not checked."""
-    from settled.conformance._system_lockstep import run_system_lockstep
-    from settled.conformance._system_lockstep import unfired as system_unfired
+    from settled.conformance._lockstep import unfired_steps as system_unfired
 
     name = SYSTEM_SUITE_OF.get(machine)
     if name is None or name not in SYSTEM_SUITES:
@@ -182,12 +187,13 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
     suite = SYSTEM_SUITES[name]()
     chosen = SYSTEM_PROFILE.get(profile_name, profile_name)
     start = time.perf_counter()
-    record = run_system_lockstep(suite.lockstep(), profile(chosen), seed=seed)
+    record = run_lockstep(suite.lockstep(), profile(chosen), seed=seed)
     failure = record.failure or record.adapter_error
     missing = system_unfired(suite.system, record.fired)
     return {"checked": True, "suite": name, "system": suite.system.meaning,
             "ok": failure is None and record.trace_failure is None and record.trace_events > 0,
             "profile": chosen, "seed": seed, "examples": record.examples,
+            "tour_runs": record.tour_runs,
             "steps": sum(record.fired.values()), "seconds": round(time.perf_counter() - start, 2),
             "fired": len(record.fired), "declared": len(record.fired) + len(missing),
             "unfired": missing, "failure": failure,

@@ -24,6 +24,7 @@ from settled.conformance._lockstep import (
     unfired,
     unfired_cases,
     unfired_edges,
+    world,
 )
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, approval_suite
@@ -116,10 +117,10 @@ def test_each_mutant_is_killed_with_a_short_replayable_counterexample(mutant):
     assert record.failure is not None, f"{mutant.name} survived the dev campaign"
     assert 1 <= len(record.steps) <= 10, record.failure
     # The minimised steps replay to a divergence on a fresh mutant ...
-    assert replay(APPROVAL, suite.adapter, suite.instances, FORBIDDEN, record.steps) is not None
+    assert replay(world(APPROVAL, suite.instances), suite.adapter, FORBIDDEN, record.steps) is not None
     # ... and agree on the real implementation: the mutation is what the kit caught.
     real = approval_suite()
-    assert replay(APPROVAL, real.adapter, real.instances, FORBIDDEN, record.steps) is None
+    assert replay(world(APPROVAL, real.instances), real.adapter, FORBIDDEN, record.steps) is None
     itf = json.loads(record.itf_path.read_text())
     assert itf["#meta"]["status"] == "violation"
     assert len(itf["states"]) == len(record.steps) + 1

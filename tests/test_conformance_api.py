@@ -62,7 +62,10 @@ def test_refusable_triggers_are_declared_in_the_model():
 
 
 # ---------------------------------------------------------------------------- the pytest line
-TestInMemoryQueries = lockstep_case(correct, "query")
+# The example keeps no SQL ledger, results, notifications, request clocks or status tool: the
+# variables it cannot show are accepted by name, or the campaign is incomplete.
+EXAMPLE_UNCHECKED = tuple(sorted(InMemoryQueryAdapter.unobservable))
+TestInMemoryQueries = lockstep_case(correct, "query", allow_unchecked=EXAMPLE_UNCHECKED)
 
 
 def test_a_lockstep_case_fails_on_a_planted_bug(tmp_path):
@@ -107,14 +110,79 @@ class BoolForInt(InMemoryQueryAdapter):
     (LeavesOutPlatform, r"left out \['platform'\]"),
     (MisspeltKey, r"left out \['submissions'\].*unknown key 'submission'"),
     (ReturnsAGhost, r"ghost variable 'ids_submitted'"),
-    (OutOfDomain, r"held=\[0, 0\] \(list\), outside its domain"),
-    (BoolForInt, r"submissions=False \(bool\), outside its domain"),
+    (OutOfDomain, r"held=\[0, 0\] \(list\), not a value of its kind"),
+    (BoolForInt, r"submissions=False \(bool\), not a value of its kind"),
 ])
 def test_a_bad_observation_is_an_adapter_error_never_a_pass(adapter, says):
     report = run(adapter)
     assert report.status == "adapter_error" and not report.ok and report.exit_code == 3
     assert re.search(says, report.adapter_error)
     assert "ADAPTER ERROR" in report.text()
+
+
+class FourthSubmission(InMemoryQueryAdapter):
+    """An implementation that counts three submissions too many: the first one reads 4."""
+
+    def observe(self, instance):
+        out = dict(super().observe(instance))
+        if out["submissions"]:
+            out["submissions"] += 3
+        return out
+
+
+def test_a_value_outside_the_models_domain_is_a_divergence_with_its_counterexample(tmp_path):
+    report = run(FourthSubmission, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert "submissions=4 is outside its domain [0, 1, 2, 3]" in report.failure
+    assert "at_most_three_submissions (rule Q16)" in report.failure  # the rule it broke
+    assert report.steps and report.counterexample is not None and report.counterexample.exists()
+    assert len(report.steps) <= 4, report.failure  # the shortest way to a first submission
+
+
+class AcceptsCancelOfASuccess(InMemoryQueryAdapter):
+    """Takes a user's cancel after the query succeeded: no transition of ``succeeded`` takes
+    a cancel, so no guard is involved; the implementation answers as if it had."""
+
+    def perform(self, instance, trigger, params):
+        if trigger == "cancel" and super().observe(instance)["state"] == "succeeded":
+            return  # accepted, and nothing changed
+        super().perform(instance, trigger, params)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_step_the_model_has_no_transition_for_is_probed_and_must_be_refused(tmp_path, seed):
+    report = run(AcceptsCancelOfASuccess, seed=seed, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert "did not refuse q0 cancel, which the model forbids: no cancel leaves state " \
+           "succeeded" in report.failure
+    assert report.steps[-1].forbidden and report.steps[-1].trigger == "cancel"
+
+
+class IgnoresALookupTimeout(InMemoryQueryAdapter):
+    """A ``perform`` that drops one trigger the model says changes nothing but is logged."""
+
+    def perform(self, instance, trigger, params):
+        if trigger == "lookup_timeout":
+            return
+        super().perform(instance, trigger, params)
+
+
+def test_an_adapter_whose_perform_ignores_a_logged_trigger_fails_naming_it(tmp_path):
+    report = run(IgnoresALookupTimeout, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert "misses steps the model logs: lookup_timeout (trigger lookup_timeout)" \
+        in report.failure
+    assert [a.trigger for a in report.steps][-1] == "lookup_timeout"
+
+
+def test_the_refusal_count_means_one_thing_in_the_text_and_the_json():
+    report = run(correct)
+    doc = report.to_json()
+    assert f"refusals {doc['refusals_probed']}/{doc['refusals_declared']}," in report.text()
+    assert doc["refusals_probed"] == doc["refusals_declared"] > 0
+    values = doc["parameter_values_declared"]
+    assert f"parameter values {values}/{values}" in report.text() and not doc[
+        "parameter_values_unfired"]
 
 
 def test_a_planted_bug_is_not_hidden_by_an_adapter_that_leaves_out_a_variable(tmp_path):
@@ -137,12 +205,25 @@ class Unobservable(InMemoryQueryAdapter):
 
 
 def test_declared_unobservable_variables_are_reported_not_checked():
-    report = run(Unobservable)
-    assert report.ok
     content = tuple(sorted(InMemoryQueryAdapter.unobservable))
+    report = run(Unobservable, allow_unchecked=(*content, "held", "platform"))
+    assert report.ok and report.exit_code == 0
     assert report.not_checked == tuple(sorted(("held", "platform", *content)))
     assert "held" in report.text() and "NOT CHECKED" in report.text()
+    assert "ALLOWED UNCHECKED: held" in report.text()
     assert report.to_json()["not_checked"] == sorted(("held", "platform", *content))
+
+
+def test_an_unobservable_variable_not_accepted_by_name_leaves_the_campaign_incomplete():
+    """All green is not enough: a variable never compared fails the campaign (exit 3) until
+    the caller names it, and the report says which."""
+    report = run(Unobservable, allow_unchecked=EXAMPLE_UNCHECKED)
+    assert report.status == "passed" and not report.ok and report.exit_code == 3
+    assert report.unchecked == ("held", "platform")
+    assert "INCOMPLETE (exit 3): held, platform never compared" in report.text()
+    assert report.to_json()["unchecked"] == ["held", "platform"]
+    with pytest.raises(ValueError, match=r"names \['status'\]"):
+        run(Unobservable, allow_unchecked=("status",))
 
 
 def test_unobservable_must_name_observable_variables():
@@ -234,9 +315,9 @@ def test_a_version_that_lies_never_turns_a_bug_into_a_pass(tmp_path):
 def test_a_change_a_stale_version_hid_is_an_adapter_error_when_the_run_ends():
     """Only an instance no step acted on is ever reused; a change to it behind an unchanged
     version cannot outlive the run: its end observes every instance afresh."""
-    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._lockstep import Action, Runner, world
 
-    runner = Runner(QUERY, CrossTalkBehindAStaleVersion, 3, QUERY.refusable)
+    runner = Runner(world(QUERY, 3), CrossTalkBehindAStaleVersion, QUERY.refusable)
     runner.check()
     runner.apply(Action(0, "check_passed", {}))
     runner.check()  # q0 afresh; q1 reused on the version's word: it still looks untouched
@@ -245,7 +326,7 @@ def test_a_change_a_stale_version_hid_is_an_adapter_error_when_the_run_ends():
 
 
 def test_a_refusal_that_changes_its_instance_is_caught_whatever_the_version_says():
-    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._lockstep import Action, Runner, world
     from settled.conformance._shrink import Divergence
 
     class WritesWhenRefused(VersionNeverChanges):
@@ -254,18 +335,18 @@ def test_a_refusal_that_changes_its_instance_is_caught_whatever_the_version_says
                 super().perform(instance, "check_passed", {})
             super().perform(instance, trigger, params)
 
-    runner = Runner(QUERY, WritesWhenRefused, 3, QUERY.refusable)
+    runner = Runner(world(QUERY, 3), WritesWhenRefused, QUERY.refusable)
     runner.check()
     with pytest.raises(Divergence, match="the refusal changed the implementation"):
         runner.apply(Action(0, "begin_submit", {"worker": 0}, forbidden=True))
 
 
 def test_the_bundled_sqlite_adapter_reuses_observations_after_a_refusal_and_stays_honest():
-    from settled.conformance._lockstep import Action, Runner
+    from settled.conformance._lockstep import Action, Runner, world
     from settled.conformance._suites import query_suite
 
     suite = query_suite()
-    runner = Runner(suite.protocol, suite.adapter, suite.instances, suite.forbidden)
+    runner = Runner(world(suite.protocol, suite.instances), suite.adapter, suite.forbidden)
     runner.apply(Action(0, "check_passed", {}))
     runner.check()
     version, reused = runner.version(), runner.reused
@@ -335,10 +416,15 @@ def _settled(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_passes_the_correct_example_and_catches_the_planted_bug(tmp_path):
+    strict = _settled("lockstep", "examples.query_adapter:correct", "--profile", "dev", "--seed",
+                      "1", "--out", str(tmp_path))
+    assert strict.returncode == 3 and "INCOMPLETE (exit 3)" in strict.stdout  # nothing named
     ok = _settled("lockstep", "examples.query_adapter:correct", "--profile", "dev", "--seed", "1",
-                  "--out", str(tmp_path))
+                  "--out", str(tmp_path), "--allow-unchecked", ",".join(EXAMPLE_UNCHECKED))
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "PASSED" in ok.stdout
+    assert "PASSED" in ok.stdout and "ALLOWED UNCHECKED: message_clock" in ok.stdout
+    wrong = _settled("lockstep", "examples.query_adapter:correct", "--allow-unchecked", "status")
+    assert wrong.returncode == 2 and "does not declare unobservable" in wrong.stderr
     bad = _settled("lockstep", "examples.query_adapter:buggy", "--profile", "dev", "--seed", "1",
                    "--out", str(tmp_path), "--json")
     assert bad.returncode == 1, bad.stdout + bad.stderr

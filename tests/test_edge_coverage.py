@@ -9,20 +9,24 @@ import pytest
 from settled import _diagrams, _verify
 from settled.conformance import explore
 from settled.conformance._lockstep import (
+    NO_TRANSITION,
     Record,
     declared_cases,
     declared_edges,
     declared_refusals,
+    declared_values,
     edge_key,
     never_alone,
+    refusal_goals,
     tour,
     tour_refusals,
     transition_label,
     unfired_cases,
     unfired_edges,
+    unfired_values,
     unprobed_refusals,
 )
-from settled.model import APPROVAL, build_query_machine
+from settled.model import APPROVAL, QUERY, build_query_machine
 
 QUERY2 = build_query_machine(workers=2)
 
@@ -79,16 +83,17 @@ def test_the_explorer_finds_an_unreachable_edge_of_a_transition_that_fires_elsew
                      "platform_fails: not_found -> not_found"]
 
 
-def _campaign_missing(edge=None, refusal=None):
-    """A stand-in for run_lockstep: a campaign that covered everything but ``edge`` and
-    ``refusal``."""
+def _campaign_missing(edge=None, refusal=None, value=None):
+    """A stand-in for run_lockstep: a campaign that covered everything but ``edge``,
+    ``refusal`` and ``value``."""
     def campaign(machine, settings, seed=None, **kw):
         record = Record()
-        p = machine.spec[0]
+        p = machine.spec[0].machine  # (system, factory, forbidden): a machine is a system
         record.fired = {transition_label(t): 1 for t in p.transitions}
         record.edges = {e: 1 for e in declared_edges(p) if e != edge}
         record.cases = {c: 1 for c in declared_cases(p)}
-        record.refusals = {r: 1 for r in declared_refusals(p, p.refusable) if r != refusal}
+        record.refusals = {r: 1 for r in refusal_goals(p, p.refusable) if r != refusal}
+        record.values = {v: 1 for v in declared_values(p, p.refusable) if v != value}
         record.trace_events = 1
         return record
     return campaign
@@ -169,5 +174,46 @@ def test_verify_prints_guard_names_in_brackets_as_they_are(capsys):
                "lockstep": ls}
     _cmd_verify.details({"machines": {"query": machine}, "views": {}})
     err = capsys.readouterr().err
-    assert f"{BEGIN} [fresh_lease[held[worker] == lease_epoch]] alone" in err
+    assert f"the refusal {BEGIN} [fresh_lease[held[worker] == lease_epoch]]" in err
     assert "submitting [under_limit] (in no reachable state" in err
+
+
+# --------------------------------------------------------------------------
+# Refusals where no transition takes the trigger; parameter values
+# --------------------------------------------------------------------------
+def test_every_refusable_trigger_is_asked_for_where_no_transition_takes_it():
+    goals = refusal_goals(QUERY2, QUERY2.refusable)
+    assert ("cancel in succeeded", NO_TRANSITION) in goals  # a user's cancel after success
+    assert ("confirm in failed", NO_TRANSITION) in goals
+    # Every such goal is asked for by some tour run, after the shortest run to its state.
+    texts = {a.text() for path in tour(QUERY2, QUERY2.refusable) for a in path if a.forbidden}
+    assert "refuse q0 cancel" in texts
+    assert "cancel in succeeded (no transition)" in unprobed_refusals(QUERY2, QUERY2.refusable, {})
+
+
+def test_verify_fails_naming_a_refusal_no_transition_gives_that_was_never_asked(monkeypatch):
+    campaign = _campaign_missing(refusal=("cancel in succeeded", NO_TRANSITION))
+
+    monkeypatch.setattr(_verify, "run_lockstep", campaign)
+    lockstep, _trace, _record = _verify.check_lockstep("query", "dev", 1)
+    assert not lockstep["ok"]
+    assert lockstep["unprobed_refusals"] == ["cancel in succeeded (no transition)"]
+
+
+def test_every_value_of_every_parameter_of_every_edge_is_declared_and_toured():
+    declared = declared_values(QUERY2, QUERY2.refusable)
+    faults = {value for (_e, name, value) in declared if name == "fault"}
+    assert {"'timeout'", "'reset'", "'error'", "'busy'"} <= faults
+    assert unfired_values(QUERY2, QUERY2.refusable, {}) == [
+        f"{name}={value} at {edge[2]}: {edge[0]} -> {edge[1]}" for edge, name, value in declared]
+
+
+def test_verify_fails_naming_a_parameter_value_the_campaign_never_took(monkeypatch):
+    busy = (("submitting", "submission_unknown", "submit_undelivered"), "fault", "'busy'")
+    assert busy in declared_values(QUERY, QUERY.refusable)
+    monkeypatch.setattr(_verify, "run_lockstep", _campaign_missing(value=busy))
+    lockstep, _trace, _record = _verify.check_lockstep("query", "dev", 1)
+    assert not lockstep["ok"]
+    assert lockstep["unfired_parameter_values"] == [
+        "fault='busy' at submit_undelivered: submitting -> submission_unknown"]
+    assert lockstep["unfired_edges"] == [] and lockstep["unprobed_refusals"] == []

@@ -9,7 +9,7 @@ import hypothesis
 import msgspec
 import pytest
 
-from settled.conformance._lockstep import Action, make_lockstep, replay, run_lockstep
+from settled.conformance._lockstep import Action, make_lockstep, replay, run_lockstep, world
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import FAULTS, NoInjection, QueryAdapter, over_http
 from settled.conformance._suites import query_suite, query_system_suite
@@ -33,6 +33,7 @@ from settled.model.query import LOOKUP_FAULTS, LOST_FAULTS, UNDELIVERED_FAULTS
 
 MODEL = build_query_machine(workers=2)
 FORBIDDEN = MODEL.refusable
+WORLD = world(MODEL, 3)
 
 # What each transport fault must reach the worker as, and whether the platform acted.
 EXPECTED = {
@@ -218,10 +219,10 @@ def _steps(trigger: str, kind: str) -> list[Action]:
 @pytest.mark.parametrize(("trigger", "kind"), sorted(FAULTS["http"]))
 def test_a_worker_misreading_a_transport_fault_is_caught_by_the_kit(trigger, kind):
     steps = _steps(trigger, kind)
-    assert replay(MODEL, lambda: QueryAdapter(3, 2, transport="http"), 3, FORBIDDEN,
+    assert replay(WORLD, lambda: QueryAdapter(3, 2, transport="http"), FORBIDDEN,
                   steps) is None
     bad = _misreading(trigger, kind)
-    message = replay(MODEL, lambda: bad(3, 2), 3, FORBIDDEN, steps)
+    message = replay(WORLD, lambda: bad(3, 2), FORBIDDEN, steps)
     assert message is not None and trigger in message
 
 
@@ -232,10 +233,9 @@ def test_the_catalogues_busy_as_rejection_mutant_is_killed_on_either_transport(t
 
     (mutant,) = [m for m in MUTANTS if m.name == "Q17-busy-platform-recorded-as-rejection"]
     steps = _steps("submit_undelivered", "busy")
-    assert replay(MODEL, lambda: QueryAdapter(3, 2, transport=transport), 3, FORBIDDEN,
+    assert replay(WORLD, lambda: QueryAdapter(3, 2, transport=transport), FORBIDDEN,
                   steps) is None
-    message = replay(MODEL, lambda: mutant.adapter_class(3, 2, transport=transport), 3,
-                     FORBIDDEN, steps)
+    message = replay(WORLD, lambda: mutant.adapter_class(3, 2, transport=transport), FORBIDDEN, steps)
     assert message is not None and "submit_undelivered" in message
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from settled.conformance._ledger_adapter import FORBIDDEN, LedgerAdapter
-from settled.conformance._lockstep import Action, replay, run_lockstep, unfired
+from settled.conformance._lockstep import Action, replay, run_lockstep, unfired, world
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, ledger_suite
 from settled.conformance._trace import check_lines
@@ -75,9 +75,9 @@ def test_each_mutant_is_killed_with_a_short_replayable_counterexample(mutant):
     record = run_lockstep(suite.lockstep(mutant.name), profile("dev"), seed=1)
     assert record.failure is not None, f"{mutant.name} survived the dev campaign"
     assert 1 <= len(record.steps) <= 8, record.failure
-    assert replay(LEDGER, suite.adapter, suite.instances, FORBIDDEN, record.steps) is not None
+    assert replay(world(LEDGER, suite.instances), suite.adapter, FORBIDDEN, record.steps) is not None
     real = ledger_suite()
-    assert replay(LEDGER, real.adapter, real.instances, FORBIDDEN, record.steps) is None
+    assert replay(world(LEDGER, real.instances), real.adapter, FORBIDDEN, record.steps) is None
     assert json.loads(record.itf_path.read_text())["#meta"]["status"] == "violation"
 
 

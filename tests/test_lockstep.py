@@ -10,7 +10,6 @@ from settled.conformance._lockstep import (
     Action,
     make_lockstep,
     minimise_steps,
-    model_history,
     replay,
     run_lockstep,
     tour,
@@ -19,6 +18,10 @@ from settled.conformance._lockstep import (
     unfired_cases,
     unfired_edges,
     unprobed_refusals,
+    world,
+)
+from settled.conformance._lockstep import (
+    history as model_history,
 )
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
@@ -115,10 +118,10 @@ def test_a_broken_worker_is_caught_with_a_short_replayable_counterexample(counte
     assert "differs from the model" in record.failure or "refused" in record.failure
     assert len(record.steps) <= 8
     # The minimised steps replay to the same divergence on a fresh implementation ...
-    again = replay(MODEL, lambda: BrokenAdapter(3, 2), 3, FORBIDDEN, record.steps)
+    again = replay(world(MODEL, 3), lambda: BrokenAdapter(3, 2), FORBIDDEN, record.steps)
     assert again is not None
     # ... and agree on the real implementation.
-    assert replay(MODEL, lambda: QueryAdapter(3, 2), 3, FORBIDDEN, record.steps) is None
+    assert replay(world(MODEL, 3), lambda: QueryAdapter(3, 2), FORBIDDEN, record.steps) is None
     itf = json.loads(record.itf_path.read_text())
     assert itf["#meta"]["status"] == "violation"
     assert len(itf["states"]) == len(record.steps) + 1
@@ -148,8 +151,8 @@ def test_a_refusal_that_changes_the_implementation_is_caught():
                                    "condition_version": "current", "message": "attributed"}),
              Action(0, "claim", {"worker": 0}), Action(0, "begin_submit", {"worker": 0}),
              Action(0, "cancel", {}), Action(0, "cancel", {}, forbidden=True)]
-    assert replay(MODEL, lambda: QueryAdapter(3, 2), 3, FORBIDDEN, steps) is None
-    message = replay(MODEL, lambda: LeakyCancel(3, 2), 3, FORBIDDEN, steps)
+    assert replay(world(MODEL, 3), lambda: QueryAdapter(3, 2), FORBIDDEN, steps) is None
+    message = replay(world(MODEL, 3), lambda: LeakyCancel(3, 2), FORBIDDEN, steps)
     assert message is not None and "refuse q0 cancel: the refusal changed the implementation" in message
 
 
@@ -179,7 +182,7 @@ def test_cycles_are_stretches_that_return_the_model_to_a_configuration():
     history = [(a,), (b,), (a,), (b,)]
     found = cycles(history)
     assert set(found) == {(0, 2), (1, 3)}
-    assert model_history(MODEL, 1, [Action(0, "no-such-trigger", {})]) is None
+    assert model_history(world(MODEL, 1), [Action(0, "no-such-trigger", {})]) is None
 
 
 def _first(model):
@@ -193,22 +196,22 @@ def test_the_minimiser_cuts_cycles_and_scattered_padding_to_the_shortest_run():
     the same length as the tour's shortest failing path."""
     factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
     shortest = next(p for p in tour(MODEL, FORBIDDEN)
-                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+                    if replay(world(MODEL, 3), factory, FORBIDDEN, p) is not None)
     # Padding: another instance's story, interleaved step by step (non-adjacent steps), and
     # refusals of what the model forbids on a third.
     detour = next(d for p in reversed(tour(MODEL, FORBIDDEN))
                   if (d := [Action(1, a.trigger, a.params) for a in p if not a.forbidden])
                   and len(d) >= 4
-                  and replay(MODEL, factory, 3, FORBIDDEN, d) is None)
+                  and replay(world(MODEL, 3), factory, FORBIDDEN, d) is None)
     padded: list[Action] = []
     for n, step in enumerate(shortest):
         padded.extend(detour[n * 2:n * 2 + 2])
         padded.append(step)
-    assert model_history(MODEL, 3, padded) is not None
-    assert replay(MODEL, factory, 3, FORBIDDEN, padded) is not None
-    steps = minimise_steps(MODEL, factory, 3, FORBIDDEN, padded)
+    assert model_history(world(MODEL, 3), padded) is not None
+    assert replay(world(MODEL, 3), factory, FORBIDDEN, padded) is not None
+    steps = minimise_steps(world(MODEL, 3), factory, FORBIDDEN, padded)
     assert len(steps) <= len(shortest) < len(padded)
-    assert replay(MODEL, factory, 3, FORBIDDEN, steps) is not None
+    assert replay(world(MODEL, 3), factory, FORBIDDEN, steps) is not None
 
 
 def _two_step_cycles(steps: list[Action]) -> list[Action]:
@@ -235,13 +238,13 @@ def test_the_minimiser_cuts_two_step_cycles():
     rest); cutting cycles by model configuration removes them."""
     factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
     shortest = next(p for p in tour(MODEL, FORBIDDEN)
-                    if replay(MODEL, factory, 3, FORBIDDEN, p) is not None)
+                    if replay(world(MODEL, 3), factory, FORBIDDEN, p) is not None)
     padded = _two_step_cycles(shortest)
     assert len(padded) >= len(shortest) + 4
-    assert cycles(model_history(MODEL, 3, padded))
-    steps = minimise_steps(MODEL, factory, 3, FORBIDDEN, padded)
+    assert cycles(model_history(world(MODEL, 3), padded))
+    steps = minimise_steps(world(MODEL, 3), factory, FORBIDDEN, padded)
     assert len(steps) <= len(shortest)
-    assert replay(MODEL, factory, 3, FORBIDDEN, steps) is not None
+    assert replay(world(MODEL, 3), factory, FORBIDDEN, steps) is not None
 
 
 # --------------------------------------------------------------------------- messages that explain
@@ -250,7 +253,7 @@ def test_a_divergence_names_the_step_rules_the_broken_invariant_and_the_recorded
     factory = lambda: BrokenAdapter(3, 2)  # noqa: E731
     lost = next(p[:k + 1] for p in tour(MODEL, FORBIDDEN) for k, a in enumerate(p)
                 if a.trigger == "submit_response_lost")  # the first lost answer of the tour
-    message = replay(MODEL, factory, 3, FORBIDDEN, lost)
+    message = replay(world(MODEL, 3), factory, FORBIDDEN, lost)
     assert message is not None
     assert "differs from the model" in message
     assert "the step was submit_response_lost (rules Q14" in message
@@ -270,7 +273,7 @@ def test_an_unrefused_action_names_the_failing_guard_conjunct_and_its_rules():
     probe = next(p for p in tour(MODEL, FORBIDDEN)
                  if p[-1].forbidden and p[-1].trigger == "confirm"
                  and p[-1].params.get("quote") == "part")
-    message = replay(MODEL, factory, 3, FORBIDDEN, probe)
+    message = replay(world(MODEL, 3), factory, FORBIDDEN, probe)
     assert message is not None and "did not refuse" in message
     assert "guard quote_whole fails" in message and "Q5" in message
 
@@ -298,4 +301,6 @@ def test_the_tour_walks_past_a_value_outside_its_domain_as_the_successor_functio
         refusable=frozenset({"reset"}))
     assert [f.kind for f in explore(counter).findings if f.kind == "domain"]
     paths = [[a.trigger for a in path] for path in directed_tour(counter, counter.refusable)]
-    assert ["bump", "bump", "bump", "reset"] in paths
+    # Fired (a tour keeps the runs no other run starts with: this one goes on to ask for a
+    # reset in ``done``, where no transition takes it).
+    assert ["bump", "bump", "bump", "reset", "reset"] in paths

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from settled._cmd_mutants import register
 from settled.conformance import _mutants_run
 from settled.conformance._ledger_adapter import LedgerAdapter
-from settled.conformance._lockstep import Action, replay, run_lockstep
+from settled.conformance._lockstep import Action, replay, run_lockstep, world
 from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
@@ -54,7 +54,7 @@ def counterexamples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _replay(suite: Suite, steps: Sequence[Action]) -> str | None:
-    return replay(suite.protocol, suite.adapter, suite.instances, suite.forbidden, steps)
+    return replay(world(suite.protocol, suite.instances), suite.adapter, suite.forbidden, steps)
 
 
 # --------------------------------------------------------------------------- the catalogue

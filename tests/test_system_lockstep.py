@@ -9,25 +9,25 @@ from typing import Any
 import pytest
 
 from settled.conformance import AdapterError, lockstep
-from settled.conformance._lockstep import transition_label
+from settled.conformance._lockstep import (
+    SYSTEM,
+    Runner,
+    SystemAction,
+    check_system_observation,
+    history,
+    load_steps,
+    minimise_steps,
+    plans_for,
+    replay,
+    system_tour,
+    transition_label,
+)
 from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
 from settled.conformance._query_adapter import QueryAdapter
 from settled.conformance._query_system_adapter import QuerySystemAdapter, query_system
-from settled.conformance._shrink import Invalid
+from settled.conformance._shrink import Divergence, Invalid
 from settled.conformance._suites import SYSTEM_SUITES, query_suite
-from settled.conformance._system_lockstep import (
-    SYSTEM,
-    SystemAction,
-    SystemRunner,
-    check_system_observation,
-    load_steps,
-    minimise_steps,
-    plans_for,
-    replay_steps,
-    system_history,
-    system_tour,
-)
 from settled.conformance.mutants.query_system import (
     OlderPendingMessageIgnored,
     UpdateInvalidatesNewestDraftOnly,
@@ -54,7 +54,7 @@ def system() -> Any:
 
 
 def _replay(system: Any, cls: type, steps: list[SystemAction]) -> str | None:
-    return replay_steps(system, lambda: cls(2, 2), system.machine.refusable, steps)
+    return replay(system, lambda: cls(2, 2), system.machine.refusable, steps)
 
 
 def _adapter(store: type) -> type:
@@ -66,7 +66,7 @@ def _adapter(store: type) -> type:
 def test_one_condition_update_invalidates_every_pending_draft_of_the_task(system: Any) -> None:
     steps = [q(0, "check_passed"), every("condition_updated")]
     assert _replay(system, QuerySystemAdapter, steps) is None
-    run = SystemRunner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
+    run = Runner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
     for a in steps:
         run.apply(a)
         run.check()
@@ -80,7 +80,7 @@ def test_a_worker_process_crash_drops_its_leases_on_both_queries_in_one_step(sys
     held = [q(0, "check_passed"), q(0, "confirm", message="attributed", **CONFIRM),
             q(0, "claim", worker=0), q(1, "check_passed"),
             q(1, "confirm", message="attributed", **CONFIRM), q(1, "claim", worker=0)]
-    run = SystemRunner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
+    run = Runner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
     for a in held:
         run.apply(a)
         run.check()
@@ -183,38 +183,38 @@ def test_a_system_counterexample_is_shrunk_by_the_machine_lockstep_s_minimiser(
                       out=tmp_path)
     failing = list(report.steps)
     plans = plans_for(system)
-    config = system_history(system, failing)
+    config = history(system, failing)
     assert config is not None
     padded, after = list(failing), config[-1]
     for _ in range(4):  # whatever the model enables next, after the divergence
         action, step = next(iter(plans.enabled(after).values()))
         padded.append(action)
         after = step.after
-    assert system_history(system, padded) is not None
+    assert history(system, padded) is not None
     shrunk = minimise_steps(system, lambda: _adapter(UpdateInvalidatesNewestDraftOnly)(2, 2),
                             system.machine.refusable, padded)
     assert len(shrunk) <= len(failing)
     assert _replay(system, _adapter(UpdateInvalidatesNewestDraftOnly), shrunk) is not None
 
 
-def test_the_system_history_rejects_what_the_system_model_does_not_accept(system: Any) -> None:
-    assert system_history(system, []) == [system.initial_config()]
-    assert system_history(system, [q(0, "check_passed")]) is not None
-    assert system_history(system, [q(0, "submit_answered", worker=0)]) is None  # not enabled
-    assert system_history(system, [q(0, "check_passed", forbidden=True)]) is None  # allowed
+def test_the_history_rejects_what_the_system_model_does_not_accept(system: Any) -> None:
+    assert history(system, []) == [system.initial_config()]
+    assert history(system, [q(0, "check_passed")]) is not None
+    assert history(system, [q(0, "submit_answered", worker=0)]) is None  # not enabled
+    assert history(system, [q(0, "check_passed", forbidden=True)]) is None  # allowed
 
 
 def test_a_system_mutant_s_kill_is_credited_to_the_phase_that_found_it(tmp_path: Path) -> None:
     """The tour kills the T2 mutant; with the tour off it is the random phase's, or a
     survival: never a tour kill counted as random-only."""
-    from settled.conformance._system_lockstep import make_system_lockstep, run_system_lockstep
+    from settled.conformance._lockstep import make_lockstep, run_lockstep
 
     def campaign(tour: bool) -> Any:
-        machine = make_system_lockstep(query_system(2, 2),
+        machine = make_lockstep(query_system(2, 2),
                                        lambda: _adapter(UpdateInvalidatesNewestDraftOnly)(2, 2),
                                        forbidden=query_system(2, 2).machine.refusable,
                                        name="credit")
-        return run_system_lockstep(machine, profile("dev"), seed=1, out=tmp_path, tour=tour)
+        return run_lockstep(machine, profile("dev"), seed=1, out=tmp_path, tour=tour)
 
     with_tour = campaign(True)
     assert with_tour.failure is not None and with_tour.killed_by == "tour"
@@ -245,9 +245,12 @@ def test_an_adapter_omitting_a_system_variable_is_an_adapter_error(tmp_path: Pat
 def test_system_observations_are_held_to_the_contract(system: Any) -> None:
     assert check_system_observation(system, {"message": "pending"}) == {"message": "pending"}
     for bad, says in (({}, "left out"), ({"message": "pending", "x": 1}, "unknown key"),
-                      ({"message": "lost"}, "outside its domain"), (["message"], "not a mapping")):
+                      ({"message": 3}, "not a value of its kind"), (["message"], "not a mapping")):
         with pytest.raises(AdapterError, match=says):
             check_system_observation(system, bad)
+    # A value of the right kind the model's domain does not hold is the implementation's.
+    with pytest.raises(Divergence, match="message='lost' is outside its domain"):
+        check_system_observation(system, {"message": "lost"})
 
 
 def test_an_adapter_whose_instances_do_not_match_its_system_is_an_adapter_error() -> None:
@@ -367,7 +370,7 @@ def test_two_orders_on_the_last_unit_the_second_is_refused_by_the_business_store
     # The calls share one session, so the second order starts once the first is answered.
     steps = [*order(0), q(0, "commit"), q(0, "save_result"), q(0, "answer"), *order(1),
              q(1, "business_rejected")]
-    run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
+    run = Runner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
     for a in steps:
         run.apply(a)
         run.check()  # stock observed through observe(None) after every step
@@ -375,7 +378,7 @@ def test_two_orders_on_the_last_unit_the_second_is_refused_by_the_business_store
     assert [run.observe(i)["state"] for i in range(2)] == ["answered", "failed"]
     run.finish()
     w6 = next(m for m in APPROVAL_MUTANTS if m.rule == "W6")
-    message = replay_steps(system, lambda: w6.adapter_class(2, 1), system.machine.refusable, steps)
+    message = replay(system, lambda: w6.adapter_class(2, 1), system.machine.refusable, steps)
     assert message is not None and "q1 differs" in message
 
 
@@ -397,7 +400,7 @@ def test_one_session_runs_one_operation_at_a_time() -> None:
                q(0, "execute")]
     steps = [*shown, *running, q(1, "approve", forbidden=True),
              q(1, "cancel", forbidden=True), q(0, "commit")]
-    run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), refusable)
+    run = Runner(system, lambda: ApprovalSystemAdapter(2, 1), refusable)
     for a in steps:
         run.apply(a)
         run.check()
@@ -415,7 +418,7 @@ def test_one_session_runs_one_operation_at_a_time() -> None:
     assert run.observe_system()["session"] == "free"
     run.finish()
     a8 = next(m for m in APPROVAL_MUTANTS if m.rule == "A8")
-    message = replay_steps(system, lambda: a8.adapter_class(2, 1), refusable, steps)
+    message = replay(system, lambda: a8.adapter_class(2, 1), refusable, steps)
     assert message is not None and "session: implementation 'free', model 'held'" in message
     mutant = a8.adapter_class(2, 1)
     try:
@@ -438,7 +441,7 @@ def test_every_session_operation_is_probed_while_another_call_runs() -> None:
     )
 
     system = approval_system(2, 1)
-    run = SystemRunner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
+    run = Runner(system, lambda: ApprovalSystemAdapter(2, 1), system.machine.refusable)
     for a in [q(0, "propose", retry_safe=False), q(0, "show"), q(0, "approve"),
               q(0, "execute")]:
         run.apply(a)
@@ -476,7 +479,7 @@ def test_a_lock_that_claims_a_step_the_runtime_does_not_lock_is_caught() -> None
     assert right.mutex is not None
     wrong = dataclasses.replace(right, mutex=dataclasses.replace(
         right.mutex, takes=right.mutex.takes | {"draft_resubmitted"}))
-    run = SystemRunner(wrong, lambda: ApprovalSystemAdapter(2, 1), wrong.machine.refusable)
+    run = Runner(wrong, lambda: ApprovalSystemAdapter(2, 1), wrong.machine.refusable)
     try:
         run.apply(q(0, "propose", retry_safe=False))  # q0's runtime holds the session at R1
         [probe] = [a for a in run.system_probes(1) if a.trigger == "draft_resubmitted"]

@@ -464,6 +464,9 @@ class LedgerRuntime:
                 f"call id {call_id!r} is registered for {entry.tool} with fingerprint "
                 f"{entry.fingerprint[:12]}…, not {tool} with {wanted[:12]}…; idempotency_conflict: "
                 "nothing was changed, a new request needs a new call id")
+        with write(self._conn) as conn:  # the redelivery changes nothing, and is logged (L3)
+            state = self._model_state(conn, call_id, entry.state)
+            self._log(conn, call_id, "reregister", state, state, {"params": "same"})
         return entry
 
     # -- running and pairing -----------------------------------------------------------------------

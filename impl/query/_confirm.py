@@ -10,7 +10,7 @@ from ...model.query import LIVE, QueryState
 from ..shared._db import write
 from ..shared._errors import InvalidInput, MessagePending, NotAllowed, StaleVersion
 from ..shared._ids import require_id
-from ._events import apply_step
+from ._events import append_event, apply_step
 from ._runs import require_rights
 from ._values import (
     CONFIRM_PARAMS,
@@ -46,8 +46,9 @@ class ConfirmPart(StoreBase):
             _check_versions(query, draft_version, condition_version)
             _check_message(query, message, instruction_quote)
             state = QueryState(query["execution_state"])
-            if state in LIVE:
-                return Query.from_row(query)  # Q8: a retry changes nothing
+            if state in LIVE:  # Q8: a retry changes nothing, and the log says it came
+                append_event(conn, query_id, "confirm", CONFIRM_PARAMS, state, state, now)
+                return Query.from_row(query)
             if state is not QueryState.AWAITING:
                 raise NotAllowed(f"cannot confirm query {query_id!r}: it is {state.value}"
                                  f"{_why_not(state)}")
