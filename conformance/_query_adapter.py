@@ -38,7 +38,7 @@ from settled.impl.platform._platform import (
 )
 from settled.impl.query._store import QueryStore, query_row
 from settled.impl.query._worker import Worker
-from settled.impl.shared._crash import CrashNow, CrashPoints
+from settled.impl.shared._crash import CrashNow, CrashPoints, unwatched
 from settled.impl.shared._errors import CallerError
 from settled.impl.shared._pg import release_store, scratch_store
 from settled.model import Protocol, build_query_machine
@@ -257,28 +257,34 @@ class QueryAdapter(Adapter):
             item.reruns = [*item.reruns, self.store.request_query(item.task.task_id, sql).query_id]
         elif trigger == "revised":
             self.store.request_query(item.task.task_id, REVISED_SQL, replaces_query_id=qid)
-        elif trigger == "platform_succeeds":
-            self.platform.complete(qid)
-        elif trigger == "platform_fails":
-            self.platform.inject(Fault.EXEC_FAIL)
-            self.platform.complete(qid)
-        elif trigger == "cancel_unanswered":
-            self.platform.cancel(qid)  # it arrived and was applied; the answer never came back
+        elif trigger in ("platform_succeeds", "platform_fails", "cancel_unanswered"):
+            with unwatched():  # the platform's own progress: none of the agent's boundaries
+                self._platform_step(trigger, qid)
         elif trigger == "crash_after_platform_stored":
             self._crash_inside_submit(int(params["worker"]), qid)
         else:
             self._worker_step(int(params["worker"]), trigger, qid, params.get("fault"))
             item.rejected = item.rejected or trigger == "submit_rejected"
 
+    def _platform_step(self, trigger: str, qid: str) -> None:
+        if trigger == "platform_fails":
+            self.platform.inject(Fault.EXEC_FAIL)
+        if trigger == "cancel_unanswered":
+            self.platform.cancel(qid)  # it arrived and was applied; the answer never came back
+        else:
+            self.platform.complete(qid)
+
     def _worker_step(self, w: int, trigger: str, qid: str, kind: Value = None) -> None:
         fault = FAULT_BEFORE.get((trigger, None if kind is None else str(kind)))
         if fault is not None:
-            self.platform.inject(fault)
+            with unwatched():  # the world arranged, not the agent's write
+                self.platform.inject(fault)
         try:
             getattr(self.workers[w], WORKER_CALLS[trigger])(qid)
         finally:
             if fault is not None:
-                self._disarm(fault)
+                with unwatched():
+                    self._disarm(fault)
 
     def _disarm(self, fault: Fault) -> None:
         # A fault the implementation never triggered (it refused first) must
@@ -307,10 +313,23 @@ class QueryAdapter(Adapter):
         self.workers[w] = self._worker(w)
         self.workers[w].held = {q: e for q, e in old.held.items() if q != qid}
 
+    def recover_crash(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:
+        """A crash at a durable boundary of a worker's step is that worker dying (the model's
+        ``crash`` of it on this query); of a user's step (a store call), the agent's store
+        connection dying: it is opened again, and an open transaction of the old one is
+        rolled back as it closes."""
+        item = self.items[instance]
+        if "worker" in params:
+            self.crash(int(params["worker"]), item.query_id)
+            return
+        self.store.close()
+        self.store = self.store_class(self.store_path, self.platform)
+
     def _update_conditions(self, item: _Instance) -> None:
         task = self.store.task(item.task.task_id)
         if item.query_id is None:  # drafted: the draft exists, its check is in flight
-            item.query_id = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
+            with unwatched():  # arranged, not the step: the model's draft exists already
+                item.query_id = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
             item.sql = APP_MONTHLY_SQL
         self.store.update_conditions(task.task_id, task.condition_version,
                                      {"revision": task.condition_version + 1})
