@@ -109,6 +109,11 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
                       "refuse the trigger: another guard fails too, or another transition of the "
                       "trigger takes the step)")
+        crash = m.get("crash", {})
+        for failure in crash.get("failures", []):
+            err.print(f"{name}: crash sweep: {failure}")
+        for boundary in crash.get("never_crashed", []):
+            err.print(f"{name}: the crash sweep never crashed {boundary}")
     for name in result["views"].get("stale", []):
         what = "stale" if (Path(result.get("root", ".")) / "diagrams" / name).exists() else "missing"
         err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled diagrams / "
@@ -150,6 +155,9 @@ def verify_command(
     else:
         details(result)
         Console(highlight=False).print(summary(result))
+        crashed = result.get("durable_boundaries", {})
+        Console(highlight=False).print(f"durable boundaries crashed: {crashed.get('crashed', 0)} "
+                                       f"of {crashed.get('boundaries', 0)}")
         Console(highlight=False).print(f"{'OK' if result['ok'] else 'FAILED'} in "
                                        f"{result['seconds']}s")
     raise typer.Exit(0 if result["ok"] else 1)

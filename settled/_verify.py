@@ -5,8 +5,10 @@ exhaustive exploration at default bounds of the machine alone and of its
 system (instances that share state, reduced by symmetry), the lockstep campaign (ci profile,
 fixed seed) against the bundled SQLite implementation, and the trace check
 of that campaign's event logs (every run's log is replayed through the model
-by the trace checker); then the drift check of the generated diagrams and
-spec. ``ok`` only when all of it holds.
+by the trace checker), the crash sweep (a crash at every durable boundary of
+every operation, ``conformance/_crash_sweep.py``: a boundary never crashed
+fails); then the drift check of the generated diagrams and spec. ``ok`` only
+when all of it holds.
 
 The coverage overlays (``diagrams/<machine>.coverage.svg``) are written by
 ``--write`` from the campaign's counts. A fixed seed makes them reproducible,
@@ -64,19 +66,20 @@ class MachineReport:
     # The system's lockstep and the trace check of its logs; ``checked`` False (said in the
     # table and the details) where no adapter drives the system's shared state yet.
     system_lockstep: dict[str, Any] = field(default_factory=dict)
+    crash: dict[str, Any] = field(default_factory=dict)  # the crash sweep's report
 
     @property
     def ok(self) -> bool:
         return (not any(self.static.values()) and self.explore.get("ok", False)
                 and self.system.get("ok", False) and self.lockstep.get("ok", False)
-                and self.trace_check.get("ok", False)
+                and self.trace_check.get("ok", False) and self.crash.get("ok", False)
                 and (not self.system_lockstep.get("checked", False)
                      or self.system_lockstep.get("ok", False)))
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "static": self.static, "explore": self.explore,
                 "system": self.system, "lockstep": self.lockstep, "trace_check": self.trace_check,
-                "system_lockstep": self.system_lockstep}
+                "system_lockstep": self.system_lockstep, "crash": self.crash}
 
 
 def check_static(p: Protocol) -> dict[str, list[str]]:
@@ -166,6 +169,16 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
                             "events": record.trace_events, "failure": record.trace_failure}}
 
 
+def check_crash(machine: str, store: str | None = None) -> dict[str, Any]:
+    """The crash sweep of ``machine``'s implementation, or why it could not run."""
+    from settled.conformance._crash_sweep import sweep_machine
+
+    if machine not in SUITES:
+        return {"ok": False, "boundaries": 0, "crashed": 0,
+                "failures": [f"no crash sweep for {machine}"]}
+    return sweep_machine(machine, store).to_json()
+
+
 def check_views(root: Path, write: bool) -> list[str]:
     files = {**diagram_files(), **spec_files(root)}
     return _diagrams.write_or_check(files, root / "diagrams", check=not write)
@@ -205,6 +218,8 @@ def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: i
         if SYSTEM_SUITE_OF.get(name) in SYSTEM_SUITES:
             say(f"{name}: lockstep of the system ({SYSTEMS[name].meaning} in the implementation)")
         report.system_lockstep = check_system_lockstep(name, profile_name, seed)
+        say(f"{name}: crash sweep (a crash at every durable boundary of every operation)")
+        report.crash = check_crash(name, store)
         reports[name] = report
     views: dict[str, Any]
     if not _diagrams.is_project(root):
@@ -218,6 +233,9 @@ def verify(root: Path, *, write: bool = False, profile_name: str = "ci", seed: i
         stale = check_views(root, write)
         views = {"ok": write or not stale, "stale" if not write else "written": stale}
     ok = all(r.ok for r in reports.values()) and views["ok"]
+    crashed = {"crashed": sum(r.crash.get("crashed", 0) for r in reports.values()),
+               "boundaries": sum(r.crash.get("boundaries", 0) for r in reports.values())}
+    say(f"durable boundaries crashed: {crashed['crashed']} of {crashed['boundaries']}")
     return {"ok": ok, "root": str(root), "machines": {n: r.to_json() for n, r in reports.items()},
-            "views": views,
+            "views": views, "durable_boundaries": crashed,
             "seconds": round(time.perf_counter() - start, 2)}
