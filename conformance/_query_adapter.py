@@ -176,6 +176,7 @@ class _Instance:
         self.reruns: list[str] = []  # query ids of deliberate reruns of the same SQL (Q2)
         self.rejected = False  # the platform keeps no record of a rejected submission
         self.notification: str | None = None
+        self.drafting: tuple[str, int] | None = None  # (query id, condition version) arranged
 
 
 class QueryAdapter(Adapter):
@@ -324,15 +325,25 @@ class QueryAdapter(Adapter):
             return
         self.store.close()
         self.store = self.store_class(self.store_path, self.platform)
+        self._adopt_draft(item)  # a draft arranged for a condition update that committed
 
     def _update_conditions(self, item: _Instance) -> None:
         task = self.store.task(item.task.task_id)
         if item.query_id is None:  # drafted: the draft exists, its check is in flight
             with unwatched():  # arranged, not the step: the model's draft exists already
-                item.query_id = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
-            item.sql = APP_MONTHLY_SQL
+                drafted = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
+            # Adopted once the update commits (recover_crash decides after a crash between).
+            item.drafting = (drafted, task.condition_version)
         self.store.update_conditions(task.task_id, task.condition_version,
                                      {"revision": task.condition_version + 1})
+        self._adopt_draft(item)
+
+    def _adopt_draft(self, item: _Instance) -> None:
+        if item.drafting is not None:
+            drafted, version = item.drafting
+            item.drafting = None
+            if self.store.task(item.task.task_id).condition_version != version:
+                item.query_id, item.sql = drafted, APP_MONTHLY_SQL
 
     def _confirm(self, item: _Instance, qid: str, params: Mapping[str, Value]) -> None:
         query = self.store.query(qid)

@@ -146,7 +146,6 @@ class L4PairedBeforeItsResult(LedgerRuntime):
                                  "state = ?", (entry.call_id, entry.state)).rowcount
             if not moved:
                 raise NotAllowed(f"call {entry.call_id!r} moved while it was being paired")
-            self._log(conn, entry.call_id, event, source, "paired")
         with write(self._conn) as conn:  # the bug: the result node in a transaction of its own
             leaf = conn.execute("SELECT leaf_id FROM sessions WHERE session_id = ?",
                                 (entry.session_id,)).fetchone()["leaf_id"]
@@ -157,6 +156,7 @@ class L4PairedBeforeItsResult(LedgerRuntime):
                           now))
             conn.execute("UPDATE sessions SET leaf_id = ? WHERE session_id = ?",
                          (node, entry.session_id))
+            self._log(conn, entry.call_id, event, source, "paired")
         self._hook("result_checkpointed", entry.position)
 
 
