@@ -339,8 +339,10 @@ class QueryAdapter(Adapter):
         self._adopt_draft(item)
 
     def _adopt_draft(self, item: _Instance) -> None:
-        if item.drafting is not None:
-            drafted, version = item.drafting
+        # getattr: the system adapter's items share these steps without the attribute
+        drafting: tuple[str, int] | None = getattr(item, "drafting", None)
+        if drafting is not None:
+            drafted, version = drafting
             item.drafting = None
             if self.store.task(item.task.task_id).condition_version != version:
                 item.query_id, item.sql = drafted, APP_MONTHLY_SQL
