@@ -36,6 +36,16 @@ The contract:
   at the end of every run that reused one every instance is observed afresh;
   a difference under an unchanged version is an :class:`AdapterError`.
 
+- ``recover_crash(i, trigger, params)`` (optional, for the crash sweep,
+  ``conformance/_crash_sweep.py``): a crash at a durable boundary unwound the
+  step ``trigger`` on ``i`` with no cleanup (a
+  :class:`~settled.impl.shared._crash.CrashNow` raised at a commit or after a
+  platform call; it may have left a transaction open); close what the dead
+  process held and open the implementation again from its durable state, as
+  a restart does, taking no model step of its own beyond the restart the
+  model's crash transitions declare. Without it the sweep reports the
+  machine NOT CHECKED.
+
 A *system's* adapter (an attribute ``system``, see ``conformance/README.md``)
 also gets ``perform(None, trigger, params)`` for a synchronised step or a step
 of the system itself, performed once, and ``observe(None)``, which returns the
@@ -97,6 +107,12 @@ class Adapter(ABC):
         """A value that changes whenever anything :meth:`observe` reports may have changed;
         None (the default): no such value, observe every instance after every step. Optional."""
         return None
+
+    def recover_crash(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:
+        """A crash at a durable boundary unwound ``trigger`` on ``instance``: restart what died
+        from the durable state (see the module's contract). Optional: the crash sweep reports
+        an adapter without it as NOT CHECKED."""
+        raise NotImplementedError(f"{type(self).__name__} has no recover_crash")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files and connections."""

@@ -67,8 +67,8 @@ from settled.impl.approval._business import BusinessStore, Product, fingerprint,
 from settled.impl.approval._checkpoint import CheckpointStore
 from settled.impl.approval._checkpoint import trace_lines as checkpoint_trace_lines
 from settled.impl.approval._reconciler import LookupAnswer, lookup
-from settled.impl.shared._crash import CrashNow
-from settled.impl.shared._db import write
+from settled.impl.shared._crash import CrashNow, unwatched
+from settled.impl.shared._db import connect, write
 from settled.impl.shared._errors import CallerError
 from settled.impl.shared._pg import missing_database, release_store, scratch_store
 from settled.model import APPROVAL, Protocol
@@ -421,6 +421,34 @@ class ApprovalAdapter(Adapter):
         _check(item.worker.call("execute", self._call_id(item), crash_at="R3"))
         self.restart(item)
 
+    def recover_crash(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:
+        """A crash in the runtime's thread has already restarted its runtime (``_Worker._run``);
+        one in this thread (a caller's runtime, a business store client) leaves a parked
+        call, another process, alone. Every business store client of this process dies too:
+        the adapter's own connection is opened again (an open transaction rolls back). A
+        restarted runtime that finds its call executing recovers it."""
+        item = self.items[instance]
+        self.world.close()
+        self.world = self.business_class.open(self.business_path, now=_fresh)
+        if item.worker.parked:
+            return
+        item.worker.crash()  # an idle runtime: its connections close, it opens the files again
+        # The dead runtime's session lock row stays behind. Its holder is this (live) process,
+        # so it is aged past the lock's lifetime instead: the restarted runtime's own takeover
+        # of a dead holder (A8) then runs, as it would for a process that no longer exists.
+        checkpoint = connect(self.checkpoint_path)
+        try:
+            with unwatched(), write(checkpoint):
+                checkpoint.execute("UPDATE session_locks SET acquired_at = ? WHERE session_id = ?",
+                                   (-1e12, item.session))
+        finally:
+            checkpoint.close()
+        row = self._call_row(item)
+        if row is not None and row["state"] == "executing":
+            # The restarted runtime recovers an execution it finds unfinished, as the model's
+            # crash_before_commit and crash_after_commit say (R4, R5).
+            self.recover(item)
+
     def deadline_passes(self, item: _Item) -> None:
         # The deadline promised at the proposal, not whatever the checkpoint holds now (A2).
         item.clock.now = max(item.clock.now, item.proposed_at + TTL)
@@ -433,7 +461,7 @@ class ApprovalAdapter(Adapter):
     def business_rejects(self, item: _Item) -> None:
         """Another writer changes the rows the handler needs, then the parked handler goes on."""
         tool = self._row(item)["tool"]
-        with write(self.world.connection) as conn:
+        with unwatched(), write(self.world.connection) as conn:  # another client's write
             if tool == "create_order":
                 conn.execute("UPDATE products SET listed = 0 WHERE sku = ?", (item.other,))
             elif tool == "cancel_order":
@@ -459,7 +487,7 @@ class ApprovalAdapter(Adapter):
         row = self._row(item)
         other = {"another": "client"}
         conn = self.world.connection
-        with write(conn):
+        with unwatched(), write(conn):  # another client's record
             added = conn.execute(
                 "INSERT INTO mutation_requests (client_token, tool, normalized_args, "
                 "args_fingerprint, result, created_at) VALUES (?, ?, ?, ?, ?, ?) "
@@ -470,7 +498,7 @@ class ApprovalAdapter(Adapter):
             self.answer_lookup(item, self.business_path)
         finally:
             if added:
-                with write(conn):
+                with unwatched(), write(conn):
                     conn.execute("DELETE FROM mutation_requests WHERE client_token = ? AND "
                                  "args_fingerprint = ?",
                                  (row["client_token"], fingerprint(row["tool"], other)))

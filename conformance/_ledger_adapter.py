@@ -52,7 +52,7 @@ from settled.impl.ledger._ledger import (
     contracts_upgraded,
 )
 from settled.impl.ledger._ledger import trace_lines as ledger_trace_lines
-from settled.impl.shared._crash import CrashNow
+from settled.impl.shared._crash import CrashNow, unwatched
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import CallerError
 from settled.model import LEDGER, Protocol
@@ -185,12 +185,12 @@ class LedgerAdapter(Adapter):
             rt.run_call(item.session, item.call_id)
             return
         conn = rt.business.connection
-        with write(conn):
+        with unwatched(), write(conn):  # the world: another client unlists the product
             conn.execute("UPDATE products SET listed = 0 WHERE sku = ?", (item.product,))
         try:
             rt.run_call(item.session, item.call_id)
         finally:
-            with write(conn):
+            with unwatched(), write(conn):
                 conn.execute("UPDATE products SET listed = 1 WHERE sku = ?", (item.product,))
 
     def _do_pair(self, item: _Item, params: Mapping[str, Value]) -> None:
@@ -213,6 +213,19 @@ class LedgerAdapter(Adapter):
                     self._armed = set()
         rt.close()
         self._open(item)
+        self._rt(item).resume(item.session)
+
+    def recover_crash(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:
+        """The runtime died at a durable boundary: as the model's ``crash``, a new runtime
+        under a new run_id opens the files (the old connections close, an open transaction
+        rolls back) and resumes the session (L2)."""
+        item = self.items[instance]
+        self._rt(item).close()  # closing twice is harmless (a crash inside a restart)
+        self._open(item)
+        if item.minted is None:  # the crash fell after registration committed, before it returned
+            row = self._rt(item).connection.execute(
+                "SELECT operation_id FROM ledger WHERE call_id = ?", (item.call_id,)).fetchone()
+            item.minted = None if row is None else str(row["operation_id"])
         self._rt(item).resume(item.session)
 
     def _do_contract_upgraded(self, item: _Item, params: Mapping[str, Value]) -> None:

@@ -48,7 +48,7 @@ class MutantResult:
     steps: list[Action] | None  # the minimised counterexample when killed
     failure: str | None  # the kit's report (or the kit's own error when not killed)
     itf_path: Path | None = None  # the counterexample as an ITF trace, when killed
-    killed_by: str | None = None  # "tour" or "random" when killed
+    killed_by: str | None = None  # "tour", "random" or "crash" (the crash sweep) when killed
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "rule": self.rule, "killed": self.killed,
@@ -106,7 +106,7 @@ class MutantsReport:
                      and len(m.steps) == lengths[-1]), None) if lengths else None,
                 "tour": self.tour,
                 "kills_by_phase": {phase: sum(m.killed_by == phase for m in self.mutants)
-                                   for phase in ("tour", "random")},
+                                   for phase in ("tour", "random", "crash")},
                 # killed / run, with the tour switched off (--no-tour); null when the tour ran,
                 # since the tour's kills then hide what the random phase would find alone
                 "random_only_kill_rate": (None if self.tour or not self.total
@@ -179,8 +179,32 @@ def _baseline(machine: str, suite: Suite | SystemSuite, profile: settings, seed:
     return BaselineResult(machine, failure is None, seconds, failure)
 
 
+def _crash_mutant(mutant: Mutant) -> MutantResult:
+    """A crash-window mutant: killed when the crash sweep finds a state the model does not
+    allow (or a boundary it could not crash: the sweep then fails as well, so a kill is only
+    counted with a failure naming a boundary)."""
+    from ._crash_sweep import sweep_machine
+
+    start = time.perf_counter()
+    try:
+        report = sweep_machine(mutant.machine, adapter_class=mutant.adapter_class)
+    except Exception:
+        return MutantResult(mutant.name, mutant.rule, mutant.machine, False,
+                            time.perf_counter() - start, None,
+                            f"the crash sweep raised:\n{traceback.format_exc()}")
+    seconds = time.perf_counter() - start
+    if not report.failures:
+        return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds, None,
+                            f"the crash sweep passed: {len(report.crashed)} of "
+                            f"{len(report.boundaries)} boundaries crashed, every state allowed")
+    return MutantResult(mutant.name, mutant.rule, mutant.machine, True, seconds, None,
+                        "\n".join(report.failures), None, "crash")
+
+
 def _mutant(mutant: Mutant, profile: settings, seed: int | None,
             out: Path | None = None, tour: bool = True) -> MutantResult:
+    if mutant.campaign == "crash_sweep":
+        return _crash_mutant(mutant)
     suite = _suite(mutant.machine)(mutant.adapter_class)
     record, seconds, error = _campaign(suite, mutant.name, profile, seed, out, tour)
     if record is None or record.failure is None:

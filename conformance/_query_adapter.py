@@ -56,7 +56,7 @@ from settled.impl.platform._platform import (
 )
 from settled.impl.query._store import QueryStore, query_row
 from settled.impl.query._worker import Worker
-from settled.impl.shared._crash import CrashNow, CrashPoints
+from settled.impl.shared._crash import CrashNow, CrashPoints, unwatched
 from settled.impl.shared._errors import CallerError
 from settled.impl.shared._pg import release_store, scratch_store
 from settled.model import Protocol, build_query_machine
@@ -235,6 +235,7 @@ class _Instance:
         self.reruns: list[str] = []  # query ids of deliberate reruns of the same SQL (Q2)
         self.rejected = False  # the platform keeps no record of a rejected submission
         self.notification: str | None = None
+        self.drafting: tuple[str, int] | None = None  # (query id, condition version) arranged
 
 
 class QueryAdapter(Adapter):
@@ -341,28 +342,34 @@ class QueryAdapter(Adapter):
             item.reruns = [*item.reruns, self.store.request_query(item.task.task_id, sql).query_id]
         elif trigger == "revised":
             self.store.request_query(item.task.task_id, REVISED_SQL, replaces_query_id=qid)
-        elif trigger == "platform_succeeds":
-            self.platform.complete(qid)
-        elif trigger == "platform_fails":
-            self.platform.inject(Fault.EXEC_FAIL)
-            self.platform.complete(qid)
-        elif trigger == "cancel_unanswered":
-            self.platform.cancel(qid)  # it arrived and was applied; the answer never came back
+        elif trigger in ("platform_succeeds", "platform_fails", "cancel_unanswered"):
+            with unwatched():  # the platform's own progress: none of the agent's boundaries
+                self._platform_step(trigger, qid)
         elif trigger == "crash_after_platform_stored":
             self._crash_inside_submit(int(params["worker"]), qid)
         else:
             self._worker_step(int(params["worker"]), trigger, qid, params.get("fault"))
             item.rejected = item.rejected or trigger == "submit_rejected"
 
+    def _platform_step(self, trigger: str, qid: str) -> None:
+        if trigger == "platform_fails":
+            self.platform.inject(Fault.EXEC_FAIL)
+        if trigger == "cancel_unanswered":
+            self.platform.cancel(qid)  # it arrived and was applied; the answer never came back
+        else:
+            self.platform.complete(qid)
+
     def _worker_step(self, w: int, trigger: str, qid: str, kind: Value = None) -> None:
         worker = self.workers[w]
-        disarm = self._arm(worker, trigger, None if kind is None else str(kind))
+        with unwatched():  # the world arranged, not the agent's write
+            disarm = self._arm(worker, trigger, None if kind is None else str(kind))
         try:
             getattr(worker, WORKER_CALLS[trigger])(qid)
         finally:
             # A fault the implementation never triggered (it refused first) must
             # not leak into the next step.
-            disarm()
+            with unwatched():
+                disarm()
 
     def _arm(self, worker: Worker, trigger: str, kind: str | None) -> Callable[[], None]:
         """Arm what ``trigger`` with ``fault=kind`` names; the call that disarms it again."""
@@ -389,7 +396,7 @@ class QueryAdapter(Adapter):
         return disarm_all
 
     def _arm_transport(self, worker: Worker, route: str, fault: TransportFault) -> Callable[[], None]:
-        server, client = self.server, worker.platform
+        server, client = self.server, getattr(worker.platform, "wrapped", worker.platform)
         if server is None or not isinstance(client, HttpPlatform):
             raise NoInjection(f"a transport fault ({fault.value}) needs the http transport and a "
                               f"worker calling through HttpPlatform, not {type(client).__name__}")
@@ -436,13 +443,38 @@ class QueryAdapter(Adapter):
         self.workers[w] = self._worker(w)
         self.workers[w].held = {q: e for q, e in old.held.items() if q != qid}
 
+    def recover_crash(self, instance: int, trigger: str, params: Mapping[str, Value]) -> None:
+        """A crash at a durable boundary of a worker's step is that worker dying (the model's
+        ``crash`` of it on this query); of a user's step (a store call), the agent's store
+        connection dying: it is opened again, and an open transaction of the old one is
+        rolled back as it closes."""
+        item = self.items[instance]
+        if "worker" in params:
+            self.crash(int(params["worker"]), item.query_id)
+            return
+        self.store.close()
+        self.store = self.store_class(self.store_path, self.platform)
+        self._adopt_draft(item)  # a draft arranged for a condition update that committed
+
     def _update_conditions(self, item: _Instance) -> None:
         task = self.store.task(item.task.task_id)
         if item.query_id is None:  # drafted: the draft exists, its check is in flight
-            item.query_id = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
-            item.sql = APP_MONTHLY_SQL
+            with unwatched():  # arranged, not the step: the model's draft exists already
+                drafted = self.store.request_query(task.task_id, APP_MONTHLY_SQL).query_id
+            # Adopted once the update commits (recover_crash decides after a crash between).
+            item.drafting = (drafted, task.condition_version)
         self.store.update_conditions(task.task_id, task.condition_version,
                                      {"revision": task.condition_version + 1})
+        self._adopt_draft(item)
+
+    def _adopt_draft(self, item: _Instance) -> None:
+        # getattr: the system adapter's items share these steps without the attribute
+        drafting: tuple[str, int] | None = getattr(item, "drafting", None)
+        if drafting is not None:
+            drafted, version = drafting
+            item.drafting = None
+            if self.store.task(item.task.task_id).condition_version != version:
+                item.query_id, item.sql = drafted, APP_MONTHLY_SQL
 
     def _confirm(self, item: _Instance, qid: str, params: Mapping[str, Value]) -> None:
         query = self.store.query(qid)

@@ -84,6 +84,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
                                  f"{m['system_lockstep']['declared']}"
                                  if m.get("system_lockstep", {}).get("checked") else "")),
     ("concurrent", lambda m: _concurrent_cell(m.get("concurrent", {}))),
+    ("crash sweep", lambda m: f"{_mark(m.get('crash', {}).get('ok', False))} "
+                              f"{m.get('crash', {}).get('crashed', 0)}/"
+                              f"{m.get('crash', {}).get('boundaries', 0)}"),
     ("seconds", lambda m: _secs(sum(float(m.get(part, {}).get("seconds") or 0) for part in
                                     ("explore", "system", "lockstep", "system_lockstep",
                                      "concurrent")))),
@@ -166,6 +169,11 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
                       "refuse the trigger: another guard fails too, or another transition of the "
                       "trigger takes the step)")
+        crash = m.get("crash", {})
+        for failure in crash.get("failures", []):
+            err.print(f"{name}: crash sweep: {failure}")
+        for boundary in crash.get("never_crashed", []):
+            err.print(f"{name}: the crash sweep never crashed {boundary}")
     views = result["views"]
     for name in views.get("stale", []):
         folder = Path(views.get("directory") or Path(result.get("root") or ".") / "diagrams")
@@ -215,6 +223,9 @@ def verify_command(
     else:
         details(result)
         Console(highlight=False).print(summary(result))
+        crashed = result.get("durable_boundaries", {})
+        Console(highlight=False).print(f"durable boundaries crashed: {crashed.get('crashed', 0)} "
+                                       f"of {crashed.get('boundaries', 0)}")
         Console(highlight=False).print(f"{'OK' if result['ok'] else 'FAILED'} in "
                                        f"{result['seconds']}s")
     raise typer.Exit(0 if result["ok"] else 1)

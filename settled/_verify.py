@@ -5,7 +5,9 @@ exhaustive exploration at default bounds of the machine alone and of its
 system (instances that share state, reduced by symmetry), the lockstep campaign (ci profile,
 fixed seed) against the bundled SQLite implementation, and the trace check
 of that campaign's event logs (every run's log is replayed through the model
-by the trace checker); then the drift check of the generated diagrams and
+by the trace checker), the crash sweep (a crash at every durable boundary of
+every operation, ``conformance/_crash_sweep.py``: a boundary never crashed
+fails); then the drift check of the generated diagrams and
 spec: a checkout's ``diagrams/`` against its tables and tests, or, run from an
 installed package, the views shipped in it (``settled/views``) against the
 model shipped with them. ``ok`` only when all of it holds.
@@ -73,7 +75,7 @@ def phases(machines: list[str] | None = None) -> int:
     """How many phases :func:`verify` runs for ``machines`` (every machine by default)."""
     count = 1  # the views
     for name in machines or list(MACHINES):
-        count += 2 + (name in SYSTEMS) + (name in SUITES)
+        count += 3 + (name in SYSTEMS) + (name in SUITES)  # static, explore, crash sweep
         count += SYSTEM_SUITE_OF.get(name) in SYSTEM_SUITES
     return count
 
@@ -91,12 +93,13 @@ class MachineReport:
     system_lockstep: dict[str, Any] = field(default_factory=dict)
     # Concurrent campaigns checked for linearizability; ``checked`` False likewise.
     concurrent: dict[str, Any] = field(default_factory=dict)
+    crash: dict[str, Any] = field(default_factory=dict)  # the crash sweep's report
 
     @property
     def ok(self) -> bool:
         return (not any(self.static.values()) and self.explore.get("ok", False)
                 and self.system.get("ok", False) and self.lockstep.get("ok", False)
-                and self.trace_check.get("ok", False)
+                and self.trace_check.get("ok", False) and self.crash.get("ok", False)
                 and (not self.system_lockstep.get("checked", False)
                      or self.system_lockstep.get("ok", False))
                 and (not self.concurrent.get("checked", False)
@@ -105,7 +108,8 @@ class MachineReport:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "static": self.static, "explore": self.explore,
                 "system": self.system, "lockstep": self.lockstep, "trace_check": self.trace_check,
-                "system_lockstep": self.system_lockstep, "concurrent": self.concurrent}
+                "system_lockstep": self.system_lockstep, "concurrent": self.concurrent,
+                "crash": self.crash}
 
 
 def check_static(p: Protocol) -> dict[str, list[str]]:
@@ -226,6 +230,16 @@ def check_concurrent(machine: str, seed: int, store: str | None = None) -> dict[
             "failure": None if failed is None else failed.report()}
 
 
+def check_crash(machine: str, store: str | None = None) -> dict[str, Any]:
+    """The crash sweep of ``machine``'s implementation, or why it could not run."""
+    from settled.conformance._crash_sweep import sweep_machine
+
+    if machine not in SUITES:
+        return {"ok": False, "boundaries": 0, "crashed": 0,
+                "failures": [f"no crash sweep for {machine}"]}
+    return sweep_machine(machine, store).to_json()
+
+
 # The views an installed package ships (diagrams/ as the package settled.views; in a
 # checkout, settled/views is a link to diagrams/).
 SHIPPED = Path(__file__).parent / "views"
@@ -300,6 +314,8 @@ def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", 
             say(f"{name}: concurrent campaigns ({CONCURRENT_OF[name]}: controlled schedules and "
                 "free threads) checked for linearizability")
         report.concurrent = check_concurrent(name, seed, store)
+        phase(f"{name}: crash sweep (a crash at every durable boundary of every operation)")
+        report.crash = check_crash(name, store)
         reports[name] = report
     views: dict[str, Any]
     where = str(SHIPPED.resolve()) if root is None else str((root / "diagrams").resolve())
@@ -310,7 +326,10 @@ def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", 
     views = {"ok": write or not stale, "stale" if not write else "written": stale,
              "source": source, "directory": where}
     ok = all(r.ok for r in reports.values()) and views["ok"]
+    crashed = {"crashed": sum(r.crash.get("crashed", 0) for r in reports.values()),
+               "boundaries": sum(r.crash.get("boundaries", 0) for r in reports.values())}
+    say(f"durable boundaries crashed: {crashed['crashed']} of {crashed['boundaries']}")
     return {"ok": ok, "root": None if root is None else str(root),
             "machines": {n: r.to_json() for n, r in reports.items()},
-            "views": views,
+            "views": views, "durable_boundaries": crashed,
             "seconds": round(time.perf_counter() - start, 2)}

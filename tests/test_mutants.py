@@ -205,7 +205,7 @@ def test_mutants_json_has_exactly_the_documented_keys() -> None:
     assert isinstance(mutant["seconds"], float)
     assert (report["killed"], report["total"], report["baseline_passed"]) == (1, 1, True)
     assert mutant["killed_by"] == "tour" and report["tour"] is True
-    assert report["kills_by_phase"] == {"tour": 1, "random": 0}
+    assert report["kills_by_phase"] == {"tour": 1, "random": 0, "crash": 0}
     assert report["random_only_kill_rate"] is None
     assert report["median_counterexample_steps"] == report["longest_counterexample_steps"] == 2
     assert report["longest_counterexample_mutant"] == "Q5-partial-quote-accepted"
@@ -248,7 +248,7 @@ def test_the_random_phase_alone_can_kill_and_says_so(tmp_path: Path) -> None:
     assert m.killed and m.killed_by == "random", m.failure
     doc = report.to_json()
     assert doc["tour"] is False and doc["random_only_kill_rate"] == 1.0
-    assert doc["kills_by_phase"] == {"tour": 0, "random": 1}
+    assert doc["kills_by_phase"] == {"tour": 0, "random": 1, "crash": 0}
 
 
 @pytest.mark.rule("Q16")

@@ -22,12 +22,15 @@ class Mutant:
     machine: str  # "query", "approval", "ledger" or a system ("query_system"): its suite
     description: str
     adapter_class: Callable[..., Adapter]
+    # what must kill it: the lockstep campaign, or the crash sweep (a crash at every durable
+    # boundary, conformance/_crash_sweep.py) for a bug only a crash between two commits shows
+    campaign: str = "lockstep"
 
 
 def all_mutants() -> list[Mutant]:
     """Every mutant of every machine, in catalogue order."""
     found: list[Mutant] = []
-    for module in ("query", "approval", "ledger", "query_system", "approval_system"):
+    for module in ("query", "approval", "ledger", "query_system", "approval_system", "crash"):
         try:
             imported = __import__(f"{__name__}.{module}", fromlist=["MUTANTS"])
         except ModuleNotFoundError as exc:

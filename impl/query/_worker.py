@@ -59,7 +59,7 @@ from ..platform._platform import (
     PlatformStatus,
     SubmitAnswer,
 )
-from ..shared._crash import CrashPoints
+from ..shared._crash import CrashPoints, watched
 from ..shared._db import next_message_seq, skip_locked, write
 from ..shared._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
 from ..shared._ids import require_id
@@ -122,7 +122,7 @@ class Worker:
             raise InvalidInput(f"lease_seconds must be a number >= 0, got {lease_seconds!r:.80}; "
                                "pass how long a claim lasts without a step, e.g. 30")
         self.name = name
-        self.platform = platform
+        self.platform = watched(platform, "platform")  # a boundary after each call
         self.lease_seconds = float(lease_seconds)
         self.held: dict[str, int] = {}  # query_id -> the lease_epoch this worker claimed with
         self._clock: Clock = clock or utc_now

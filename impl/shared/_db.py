@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from ._crash import commit_boundary
 from ._errors import Busy
 
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -107,6 +108,9 @@ def _write_sqlite(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    # A crash injected here leaves the transaction open, as a dying process does: it is
+    # never committed, and closing the connection rolls it back (._crash boundaries).
+    commit_boundary("before_commit", conn)
     try:
         conn.execute("COMMIT")
     except sqlite3.OperationalError as exc:
@@ -114,6 +118,7 @@ def _write_sqlite(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         if _is_busy(exc):
             raise Busy(f"commit blocked past the busy timeout ({exc}); nothing was written") from exc
         raise
+    commit_boundary("after_commit", conn)
 
 
 def _enable_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
@@ -151,7 +156,17 @@ def next_message_seq(conn: sqlite3.Connection) -> int:
 
 
 def apply_schema(conn: sqlite3.Connection, schema: str, version: int, name: str) -> None:
-    """Create the schema once and record its version; refuse a file of another version."""
+    """Create the schema once and record its version; refuse a file of another version.
+
+    A file already at this version is only read (no write transaction, so opening a store
+    commits nothing: a restart crosses no durable boundary before its first real write)."""
+    try:
+        found = conn.execute("SELECT version FROM schema_version WHERE name = ?",
+                             (name,)).fetchone()
+    except sqlite3.OperationalError:  # no schema_version table yet: a new file
+        found = None
+    if found is not None and found["version"] == version:
+        return
     with write(conn):
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version "
                      "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)")

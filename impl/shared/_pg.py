@@ -56,6 +56,7 @@ from types import ModuleType
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ._crash import commit_boundary
 from ._errors import Busy, InvalidInput, NotFound
 
 __all__ = [
@@ -219,6 +220,9 @@ class PgConnection:
             if isinstance(exc, psycopg.Error) and _retryable(exc):
                 raise _conflict(exc) from exc
             raise
+        # A crash injected here leaves the transaction open; the server rolls it back when
+        # the dead process's connection closes (._crash boundaries).
+        commit_boundary("before_commit", self)
         try:
             self._conn.execute("COMMIT")
         except psycopg.Error as exc:
@@ -228,6 +232,7 @@ class PgConnection:
             raise
         finally:
             self._open = False
+        commit_boundary("after_commit", self)
 
     def _rollback(self) -> None:
         import psycopg
