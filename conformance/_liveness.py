@@ -67,6 +67,10 @@ from . import _itf
 from ._counterexample import GENERATOR, to_plain
 
 HOLDS, VIOLATED, AT_BOUND, NOT_CHECKED = "holds", "violated", "stuck_at_bound", "not_checked"
+# A step's mask: bit i for the i-th required group it belongs to; in a system's edge masks
+# also CYCLIC (a step of no finite group) or ONCE (a step of a finite group).
+CYCLIC, ONCE = 1 << 60, 1 << 61
+REQUIRED = CYCLIC - 1
 
 
 class _Step(Interface):
@@ -608,27 +612,30 @@ class MachineGraph(Graph):
         return ["q0.state", *(f"q0.{n}" for n in self.protocol.variable_names)]
 
     def _held_back(self, u: int) -> tuple[int, tuple[str, ...]]:
-        p = self.protocol
-        c = self.local.configs[u]
-        v = p.view(c)
-        mask, names = 0, set()
-        for t in p.transitions_from(c.state):
-            bounds = [g for g in t.guards if g.bound]
-            if not bounds:
+        return held_in(self.protocol, self.classify, self.local.configs[u], self.enabled[u])
+
+
+def held_in(p: Protocol, classify: Callable[[str, str, Params], int], c: Config,
+            enabled: int) -> tuple[int, tuple[str, ...]]:
+    """The required groups a model bound alone holds back in ``c`` (where taking the step
+    would move on), and the bound guards' names."""
+    v = p.view(c)
+    mask, names = 0, set[str]()
+    for t in p.transitions_from(c.state):
+        bounds = [g for g in t.guards if g.bound]
+        if not bounds:
+            continue
+        for params in t.param_choices():
+            m = classify(t.actor, t.trigger, params) & REQUIRED
+            if not m or m & enabled == m:
                 continue
-            for params in t.param_choices():
-                m = self.classify(t.actor, t.trigger, params)
-                if not m or m & self.enabled[u] == m:
-                    continue
-                if not all(g.fn(v, params) for g in t.guards if not g.bound):
-                    continue
-                stopping = [g.name for g in bounds if not g.fn(v, params)]
-                if not stopping:
-                    continue
-                if _leads_to_required(p, self.classify, c, t, params):
-                    mask |= m
-                    names.update(stopping)
-        return mask, tuple(sorted(names))
+            if not all(g.fn(v, params) for g in t.guards if not g.bound):
+                continue
+            stopping = [g.name for g in bounds if not g.fn(v, params)]
+            if stopping and _leads_to_required(p, classify, c, t, params):
+                mask |= m
+                names.update(stopping)
+    return mask, tuple(sorted(names))
 
 
 def _leads_to_required(p: Protocol, classify: Callable[[str, str, Params], int], c: Config,
@@ -637,8 +644,9 @@ def _leads_to_required(p: Protocol, classify: Callable[[str, str, Params], int],
     required step is enabled?"""
     v = p.view(c)
     after = Config(t.target(c.state), p.replace(c, t.effect(v, params)))
-    return after.state != c.state or any(classify(s.transition.actor, s.transition.trigger, s.params)
-               for s in p.enabled(after))
+    return after.state != c.state or any(
+        classify(s.transition.actor, s.transition.trigger, s.params) & REQUIRED
+        for s in p.enabled(after))
 
 
 def check_machine(result: Any, liveness: Liveness | None = None) -> LivenessResult:
@@ -661,3 +669,154 @@ def check_protocol(protocol: Protocol, liveness: Liveness | None = None) -> Live
     from ._explore import explore
 
     return check_machine(explore(protocol), liveness)
+
+
+# --------------------------------------------------------------------------
+# A system: the symmetry-reduced graph the system explorer keeps
+# --------------------------------------------------------------------------
+def system_classifier(liveness: Liveness) -> Callable[[str, str, Params], int]:
+    """A step's mask for the system explorer: required groups, plus CYCLIC or ONCE."""
+    required = classifier(liveness)
+    finite = liveness.finite
+
+    def mask(actor: str, trigger: str, params: Params) -> int:
+        once = any(f.steps.matches(actor, trigger, params) for f in finite)
+        return required(actor, trigger, params) | (ONCE if once else CYCLIC)
+    return mask
+
+
+class SystemGraph(Graph):
+    """The canonical configurations a system explorer visited, with its edge masks."""
+
+    def __init__(self, system: Any, graph: Any, liveness: Liveness) -> None:
+        super().__init__(tuple(f.kind for f in liveness.required))
+        sp, keys, _parent, start, succ, masks, visited = graph
+        self.system, self.sp, self.keys = system, sp, keys
+        self.classify = system_classifier(liveness)
+        for g in range(visited):
+            en = selfm = 0
+            out: dict[int, int] = {}
+            fout: set[int] = set()
+            for k in range(start[g], start[g + 1]):
+                n, m = succ[k], masks[k]
+                en |= m & REQUIRED
+                if not m & CYCLIC:
+                    if n != g:
+                        fout.add(n)
+                elif n == g:
+                    selfm |= m & REQUIRED
+                else:
+                    out[n] = out.get(n, 0) | (m & REQUIRED)
+            self.succ.append(list(out.items()))
+            self.fsucc.append(sorted(fout - out.keys()))
+            self.selfmask.append(selfm)
+            self.enabled.append(en)
+        self._preds: dict[int, Any] = {}
+
+    def name(self) -> str:
+        return str(self.system.name)
+
+    def holds(self, pred: Pred, u: int) -> bool:
+        got = self._preds.get(id(pred))
+        if got is None:
+            sysvars = self.system._vidx
+            checks = tuple((sysvars[c.variable], c) for c in pred.system)
+            got = self._preds[id(pred)] = (pred.compile(self.system.machine.variable_names),
+                                           checks)
+        fn, checks = got
+        ids, shared = self.keys[u]
+        configs = self.sp.configs
+        each = (fn(configs[i].state, configs[i].values) for i in ids)
+        inst = any(each) if pred.instances == "some" else all(each)
+        return inst and all(Pred(where=(c,)).holds_in("", {c.variable: shared[i]})
+                            for i, c in checks)
+
+    def _held_back(self, u: int) -> tuple[int, tuple[str, ...]]:
+        mask, names = 0, set[str]()
+        m = self.system.machine
+        for i in self.keys[u][0]:
+            got, why = held_in(m, self.classify, self.sp.configs[i], self.enabled[u])
+            mask |= got
+            names.update(why)
+        return mask, tuple(sorted(names))
+
+    def var_names(self) -> list[str]:
+        m = self.system.machine
+        return sorted([*self.system.variable_names,
+                       *(f"q{i}.{n}" for i in range(self.system.instances)
+                         for n in ("state", *m.variable_names))])
+
+    def values(self, u: int) -> dict[str, Value]:
+        raise NotImplementedError  # a system's lasso is rebuilt on concrete configurations
+
+    def lasso(self, prefix: list[int], cycle: list[tuple[int, int, int]], meta: dict[str, Any]
+              ) -> Lasso:
+        from ._system import SystemCounterexample, label
+
+        system, sp = self.system, self.sp
+        cfg = system.initial_config()
+        configs, steps = [cfg], []
+
+        def walk(target: int, need: int, cyclic: bool) -> None:
+            nonlocal cfg
+            for st in system.enabled(cfg, sp.local):
+                a = st.after
+                if sp.canon(tuple(sp.intern(c) for c in a.instances), a.shared) != \
+                        self.keys[target]:
+                    continue
+                if st.moves:
+                    t = st.moves[0][1].transition
+                    m = self.classify(t.actor, st.trigger, st.params)
+                else:
+                    m = self.classify(st.shared.actor, st.trigger, st.params)
+                if (m & need) == need and not (cyclic and not m & CYCLIC):
+                    steps.append(label(st))
+                    configs.append(a)
+                    cfg = a
+                    return
+            raise AssertionError(f"{system.name}: no concrete step to a lasso state")
+
+        for b in prefix[1:]:
+            walk(b, 0, False)
+        loop, start = len(steps), cfg
+        rounds = 0
+        while cycle:
+            for _a, b, m in cycle:
+                walk(b, m, True)
+            rounds += 1
+            if cfg == start or rounds >= 24:
+                break
+        shown = SystemCounterexample(system, (), ())
+        states = [shown._values(c) for c in configs]
+        closed = not cycle or cfg == start
+        if cycle:
+            states.pop()  # the cycle's last step returns to the state at ``loop``
+        meta = {**meta, "cycle_rounds": rounds,
+                **({} if closed else {"loop_up_to_renaming": True})}
+        actions = tuple((s.trigger, {**dict(s.params), "who": s.who}) for s in steps)
+        return Lasso(system.name, tuple(steps[:loop]), tuple(steps[loop:]), tuple(states),
+                     actions, loop, self.var_names(), meta)
+
+
+def check_system(result: Any, liveness: Liveness | None = None) -> LivenessResult:
+    """The progress properties of a system, on a result of ``explore_system(..., classify=)``."""
+    from ..model.progress import liveness_of
+
+    if result.graph is None:
+        raise ValueError("check_system: explore the system with classify=system_classifier(...)")
+    system = result.graph[0].system
+    live = liveness or liveness_of(system)
+    graph = SystemGraph(system, result.graph, live)
+    return check_graph(graph, live, system.name, result.complete,
+                       {"instances": system.instances})
+
+
+def explore_system_liveness(system: Any, liveness: Liveness | None = None, **kw: Any
+                            ) -> tuple[Any, LivenessResult]:
+    """Explore ``system`` keeping its graph, then check its progress properties."""
+    from ..model.progress import liveness_of
+    from ._system import explore_system
+
+    live = liveness or liveness_of(system)
+    result = explore_system(system, classify=system_classifier(live), **kw)
+    return result, check_system(result, live)

@@ -54,9 +54,12 @@ ANSWERED_LOOKUPS = ("lookup_running", "lookup_succeeded", "lookup_failed", "look
                     "lookup_not_found")
 
 
-def _query_fairness() -> tuple[Fairness, ...]:
+WORKERS = Steps(actors=("worker",))
+
+
+def _query_fairness(workers: Steps = WORKERS) -> tuple[Fairness, ...]:
     return (
-        Fairness("worker", WEAK, Steps(actors=("worker",)),
+        Fairness("worker", WEAK, workers,
                  "a worker process with something to do (claim, submit, look up, resubmit, "
                  "cancel on the platform) does it", ("Q11", "Q12", "Q13")),
         Fairness("platform", WEAK, Steps(actors=("platform",)),
@@ -154,8 +157,13 @@ MACHINE_LIVENESS = {"query": query_liveness, "approval": approval_liveness,
 
 
 def query_system_liveness(system: System) -> Liveness:
+    # In the system the session's own attribution step is a worker's too; it is fair on its
+    # own below, so the query's worker steps are named: attributing messages forever must not
+    # count as a worker that acts on the queries.
+    worker_steps = tuple(dict.fromkeys(t.trigger for t in system.machine.transitions
+                                       if t.actor == "worker"))
     return declare(system, (
-        *_query_fairness(),
+        *_query_fairness(Steps(actors=("worker",), triggers=worker_steps)),
         Fairness("attribution", WEAK, Steps(triggers=("message_attributed",)),
                  "a pending message is eventually attributed to a task", ("Q10",)),
     ), (
@@ -173,7 +181,15 @@ def query_system_liveness(system: System) -> Liveness:
 
 def approval_system_liveness(system: System) -> Liveness:
     live = approval_liveness(system.machine)
-    return declare(system, live.fairness, (
+    return declare(system, (
+        *live.fairness,
+        Fairness("fair_session_lock", STRONG, Steps(triggers=("expire",)),
+                 "the session's lock is fair: an expiry that waits for it again and again "
+                 "gets it (another call's recovery cannot starve it)", ("A2", "A8")),
+        Fairness("people_stop_resuming", FINITE, Steps(triggers=("resume_lookup",)),
+                 "a person asks for another lookup only finitely often before reconciling",
+                 ("A4",)),
+    ), (
         Progress("every_pending_approval_settles", Pred(("pending_approval",), instances=SOME),
                  Pred(("pending_approval",), outside=True, instances=EVERY),
                  "while calls share the session's lock, every pending approval is decided, "
