@@ -287,3 +287,42 @@ def test_every_machine_and_system_declares_progress_citing_rules() -> None:
                  *(liveness_of(s) for s in SYSTEMS.values())):
         assert live.progress and all(p.rules for p in live.progress)
         assert any(f.required for f in live.fairness)
+
+
+# --------------------------------------------------------------------------
+# The quiescence bound
+# --------------------------------------------------------------------------
+def test_the_quiescence_bound_is_the_longest_fault_free_fair_run_to_a_terminal_state() -> None:
+    from settled.conformance._liveness import quiescence_bound
+
+    queued = QUERY.config("queued", authorized_version=1)
+    bound = quiescence_bound(QUERY, queued)
+    assert bound.steps == len(bound.path) == 11 and bound.stuck == ()
+    # The longest run replays through the table and ends in a terminal state, fault-free.
+    config = queued
+    for trigger, params in bound.path:
+        assert "fault" not in dict(params) and "crash" not in trigger
+        config = QUERY.fire(config, trigger, dict(params)).after
+    assert config.state in QUERY.terminal_states
+    assert quiescence_bound(QUERY, QUERY.config("succeeded")).steps == 0
+
+
+def test_a_state_no_fair_step_leaves_is_stuck_unless_declared_resting() -> None:
+    from settled.conformance._liveness import quiescence_bound
+
+    waiting = quiescence_bound(QUERY, QUERY.initial_config())
+    assert [c.state for c in waiting.stuck] == ["awaiting_confirmation"]
+    resting = quiescence_bound(QUERY, QUERY.initial_config(), resting=("awaiting_confirmation",))
+    assert resting.stuck == () and resting.steps == 1
+
+
+def test_a_fault_free_fair_cycle_has_no_bound_and_is_returned() -> None:
+    from settled.conformance._liveness import quiescence_bound
+
+    p = waiter()
+    bound = quiescence_bound(p, p.config("waiting"), waiter_liveness(p, WORKER))  # type: ignore[arg-type]
+    assert bound.steps is None and bound.cycle == (("poll", ()),)
+    # A poll that is a fault (it carries one) is not scheduled once faults stop.
+    faulty = quiescence_bound(p, p.config("waiting"), waiter_liveness(p, WORKER),  # type: ignore[arg-type]
+                              fault=lambda t, prm: t.trigger == "poll")
+    assert faulty.steps == 1 and faulty.path == (("answer", ()),)
