@@ -709,8 +709,8 @@ class SystemGraph(Graph):
             en = selfm = 0
             out: dict[int, int] = {}
             fout: set[int] = set()
-            for k in range(start[g], start[g + 1]):
-                n, m = succ[k], masks[k]
+            a, b = start[g], start[g + 1]
+            for n, m in zip(succ[a:b], masks[a:b], strict=True):
                 en |= m & REQUIRED
                 if not m & CYCLIC:
                     if n != g:
@@ -731,17 +731,18 @@ class SystemGraph(Graph):
     def holds(self, pred: Pred, u: int) -> bool:
         got = self._preds.get(id(pred))
         if got is None:
-            sysvars = self.system._vidx
-            checks = tuple((sysvars[c.variable], c) for c in pred.system)
-            got = self._preds[id(pred)] = (pred.compile(self.system.machine.variable_names),
-                                           checks)
-        fn, checks = got
+            fn = pred.compile(self.system.machine.variable_names)
+            each = [fn(c.state, c.values) for c in self.sp.configs]  # per instance config
+            shared_ok = Pred(where=pred.system).compile(self.system.variable_names)
+            got = self._preds[id(pred)] = (each, {}, shared_ok, pred.instances == "some")
+        each, seen, shared_ok, some = got
         ids, shared = self.keys[u]
-        configs = self.sp.configs
-        each = (fn(configs[i].state, configs[i].values) for i in ids)
-        inst = any(each) if pred.instances == "some" else all(each)
-        return inst and all(Pred(where=(c,)).holds_in("", {c.variable: shared[i]})
-                            for i, c in checks)
+        ok = seen.get(shared)
+        if ok is None:
+            ok = seen[shared] = shared_ok("", shared)
+        if not ok:
+            return False
+        return any(each[i] for i in ids) if some else all(each[i] for i in ids)
 
     def _held_back(self, u: int) -> tuple[int, tuple[str, ...]]:
         mask, names = 0, set[str]()

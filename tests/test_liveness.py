@@ -326,3 +326,56 @@ def test_a_fault_free_fair_cycle_has_no_bound_and_is_returned() -> None:
     faulty = quiescence_bound(p, p.config("waiting"), waiter_liveness(p, WORKER),  # type: ignore[arg-type]
                               fault=lambda t, prm: t.trigger == "poll")
     assert faulty.steps == 1 and faulty.path == (("answer", ()),)
+
+
+# --------------------------------------------------------------------------
+# Systems: on the symmetry-reduced graph, lassos rebuilt on concrete configurations
+# --------------------------------------------------------------------------
+def test_the_approval_and_ledger_systems_are_live_under_their_fairness() -> None:
+    from settled.conformance._liveness import explore_system_liveness
+    from settled.model.systems import SYSTEMS
+
+    for name in ("approval", "ledger"):
+        explored, live = explore_system_liveness(SYSTEMS[name])
+        assert explored.ok and live.ok, live.text()
+        assert {v.verdict for v in live.verdicts} == {HOLDS}
+
+
+@pytest.mark.rule("A8")
+def test_a_session_lock_without_strong_fairness_starves_an_expiry(tmp_path: Path) -> None:
+    """Weak fairness of the runtime as a group is kept by another call's recovery, which
+    takes and frees the session's lock for ever: the expiry waiting for it never runs."""
+    from settled.conformance._liveness import explore_system_liveness
+    from settled.conformance._system import replay_system
+    from settled.model.systems import SYSTEMS
+
+    system = SYSTEMS["approval"]
+    live = liveness_of(system)
+    weaker = declare(system, tuple(f for f in live.fairness if f.name != "fair_session_lock"),
+                     live.progress)
+    _explored, result = explore_system_liveness(system, weaker)
+    v = next(x for x in result.verdicts if x.prop.name == "every_pending_approval_settles")
+    assert v.verdict == VIOLATED and v.lasso is not None
+    lasso = v.lasso
+    assert "expire" not in {s.trigger for s in lasso.cycle} and lasso.cycle
+    # The concrete run replays, and its cycle returns to the very configuration it left.
+    text = "\n".join(s.text() for s in (*lasso.prefix, *lasso.cycle))
+    configs = replay_system(system, text)
+    assert configs[len(lasso.prefix)] == configs[-1]
+    assert "loop_up_to_renaming" not in lasso.meta
+    [path] = result.write_itf(tmp_path)
+    assert read_itf(path)["loop"] == len(lasso.prefix)
+
+
+def test_a_system_predicate_quantifies_over_instances() -> None:
+    from settled.model.systems import SYSTEMS
+
+    with pytest.raises(DeclarationError, match="instances='some' or 'every'"):
+        declare(SYSTEMS["ledger"], (), (_progress(premise=Pred(("recovering",)),
+                                                  goal=Pred(("paired",), instances="every"),
+                                                  rules=("L4",)),))
+    with pytest.raises(DeclarationError, match="symmetry renames"):
+        declare(SYSTEMS["query"], (Fairness("w0", WEAK, Steps(params=(("worker", (0,)),)),
+                                            "x", ("Q11",)),),
+                (_progress(premise=Pred(("queued",), instances="some"),
+                           goal=Pred(("succeeded",), instances="every")),))
