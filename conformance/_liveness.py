@@ -734,7 +734,8 @@ class SystemGraph(Graph):
             fn = pred.compile(self.system.machine.variable_names)
             each = [fn(c.state, c.values) for c in self.sp.configs]  # per instance config
             shared_ok = Pred(where=pred.system).compile(self.system.variable_names)
-            got = self._preds[id(pred)] = (each, {}, shared_ok, pred.instances == "some")
+            seen0: dict[Any, bool] = {}
+            got = self._preds[id(pred)] = (each, seen0, shared_ok, pred.instances == "some")
         each, seen, shared_ok, some = got
         ids, shared = self.keys[u]
         ok = seen.get(shared)
