@@ -379,3 +379,33 @@ def test_a_system_predicate_quantifies_over_instances() -> None:
                                             "x", ("Q11",)),),
                 (_progress(premise=Pred(("queued",), instances="some"),
                            goal=Pred(("succeeded",), instances="every")),))
+
+
+# --------------------------------------------------------------------------
+# The command line and verify
+# --------------------------------------------------------------------------
+def test_explore_prints_each_property_with_its_fairness_and_verdict(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "settled.cli", "explore", "approval", "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    progress = json.loads(done.stdout)["progress"]
+    assert progress["ok"] is True and progress["complete"] is True
+    assert [p["verdict"] for p in progress["properties"]] == [HOLDS] * 3
+    assert {f["kind"] for f in progress["fairness"]} == {WEAK, NEVER}
+    assert progress["properties"][0]["formula"] == (
+        "state in {pending_approval} ~> state not in {pending_approval}")
+
+
+@pytest.mark.rule("A2")
+def test_verify_fails_a_machine_that_is_safe_but_not_live() -> None:
+    from settled._verify import check_explore
+
+    mutant = LIVENESS_MUTANTS[0].values[0]
+    report = check_explore(mutant)
+    assert report["ok"] is False
+    assert report["findings"] == ["liveness:approval_decided_or_expired"]
+    assert report["progress"]["properties"]["approval_decided_or_expired"] == VIOLATED
+    assert check_explore(APPROVAL)["ok"] is True
