@@ -183,12 +183,11 @@ def approval_system_liveness(system: System) -> Liveness:
     live = approval_liveness(system.machine)
     return declare(system, (
         *live.fairness,
-        Fairness("fair_session_lock", STRONG, Steps(triggers=("expire",)),
-                 "the session's lock is fair: an expiry that waits for it again and again "
-                 "gets it (another call's recovery cannot starve it)", ("A2", "A8")),
+        # Without it, a person resuming another call's lookups for ever keeps the session's
+        # lock busy often enough to starve a waiting expiry (a lasso, see the tests).
         Fairness("people_stop_resuming", FINITE, Steps(triggers=("resume_lookup",)),
-                 "a person asks for another lookup only finitely often before reconciling",
-                 ("A4",)),
+                 "a person asks for another lookup only finitely often before reconciling "
+                 "(each resumed recovery takes the session's lock)", ("A4", "A8")),
     ), (
         Progress("every_pending_approval_settles", Pred(("pending_approval",), instances=SOME),
                  Pred(("pending_approval",), outside=True, instances=EVERY),
