@@ -65,6 +65,18 @@ def _fraction(ls: dict[str, Any], total: str, missed: str, less: str | None = No
     return f"{declared - len(ls.get(missed, []))}/{declared}"
 
 
+def _progress_cell(m: dict[str, Any]) -> str:
+    """Progress properties that hold of those declared (under the declared fairness), for
+    the machine and its system."""
+    cells = []
+    for part in (m["explore"], m["system"]):
+        props = part.get("progress", {}).get("properties", {})
+        held = sum(v in ("holds", "stuck_at_bound") for v in props.values())
+        cells.append(f"{held}/{len(props)}" if props else "NOT CHECKED")
+    ok = all(part.get("progress", {}).get("ok", False) for part in (m["explore"], m["system"]))
+    return f"{_mark(ok)} {cells[0]}, system {cells[1]}"
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("static", lambda m: _mark(not any(m["static"].values()))),
     ("explore", lambda m: f"{_mark(m['explore']['ok'])} {m['explore']['states']:,} states"),
@@ -106,17 +118,6 @@ def _system_cell(sy: dict[str, Any]) -> str:
         return _mark(False)
     return f"{_mark(sy['ok'])} {sy['states']:,} states"
 
-
-def _progress_cell(m: dict[str, Any]) -> str:
-    """Progress properties that hold of those declared (under the declared fairness), for
-    the machine and its system."""
-    cells = []
-    for part in (m["explore"], m["system"]):
-        props = part.get("progress", {}).get("properties", {})
-        held = sum(v in ("holds", "stuck_at_bound") for v in props.values())
-        cells.append(f"{held}/{len(props)}" if props else "NOT CHECKED")
-    ok = all(part.get("progress", {}).get("ok", False) for part in (m["explore"], m["system"]))
-    return f"{_mark(ok)} {cells[0]}, system {cells[1]}"
 
 
 def _system_lockstep_cell(sl: dict[str, Any]) -> str:
