@@ -147,6 +147,8 @@ class SystemResult:
     independent_product: bool = False
     # Properties no declared step can break: not passing, checked by lockstep only.
     lockstep_only: list[dict[str, Any]] = field(default_factory=list)
+    # (space, keys, parent, succ_start, succ, edge masks, visited) when explored for liveness
+    graph: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -215,6 +217,9 @@ class _Space:
         self._compiled: dict[tuple[int, tuple[Value, ...]], _Compiled] = {}
         self.fired: set[int] = set()  # id() of every machine transition some step took
         self.checked_shared: set[tuple[Value, ...]] = set()  # shared values domain-checked
+        # (actor, trigger, params) -> a mask (``_liveness.system_classifier``): when set, every
+        # edge keeps the mask of the steps it stands for, for the liveness check.
+        self.classify: Callable[[str, str, Any], int] | None = None
 
     def intern(self, c: Config) -> int:
         i = self.ids.get(c)
@@ -325,6 +330,8 @@ class _Space:
         sys = self.system
         sync = sys.sync
         plain: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
+        masks: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
+        classify = self.classify
         bad: list[tuple[int, _Move]] = []  # (index of its outcome in plain, the move)
         syncs: list[_Move] = []
         lock, cfg = sys.mutex is not None, self.configs[c]
@@ -345,10 +352,14 @@ class _Space:
             self.fired.add(id(mv.step.transition))
             out = (mv.dest, mv.write, new_shared)
             plain[out] = plain.get(out, 0) + 1
+            if classify is not None:
+                masks[out] = masks.get(out, 0) | classify(mv.step.transition.actor, mv.trigger,
+                                                          mv.params)
             if mv.props:  # a finding: rare, so its slot is looked up, not kept for every move
                 bad.append((list(plain).index(out), mv))
         compiled = self._compiled[(c, shared)] = (
-            tuple((d, w, ns, n) for (d, w, ns), n in plain.items()), tuple(bad), tuple(syncs))
+            tuple((d, w, ns, n, masks.get((d, w, ns), 0)) for (d, w, ns), n in plain.items()),
+            tuple(bad), tuple(syncs))
         return compiled
 
     def with_shared(self, c: int, values: tuple[Value, ...]) -> int:
@@ -400,9 +411,10 @@ def _arrangements(form: tuple[int, ...]) -> int:
     return out // math.factorial(run)
 
 
-_Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...]]
+# (instance ids, shared values, the moving instances' moves, the system's own step if it is one)
+_Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...], Any]
 _Compiled = tuple[
-    tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], int], ...],
+    tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], int, int], ...],
     tuple[tuple[int, _Move], ...],
     tuple[_Move, ...]]
 
@@ -445,27 +457,32 @@ def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
             for j in range(len(ids)):
                 if j not in movers:
                     new[j] = sp.with_shared(ids[j], written)
-        out.append((tuple(new), new_shared, tuple(moves)))
+        out.append((tuple(new), new_shared, tuple(moves), None))
     out.extend(_own(sp, ids, shared))
     return out
 
 
 def _own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> list[_Succ]:
     """The system's own steps: only the shared values change."""
-    return [(ids, new_shared, ()) for _t, _p, new_shared in sp.shared_info(shared)[3]]
+    return [(ids, new_shared, (), (t, p)) for t, p, new_shared in sp.shared_info(shared)[3]]
 
 
 def explore_system(system: System, *, symmetry: bool = True, max_states: int | None = None,
-                   progress: Progress | None = None) -> SystemResult:
-    """Visit every reachable configuration of ``system`` (one canonical one per orbit)."""
+                   progress: Progress | None = None,
+                   classify: Callable[[str, str, Any], int] | None = None) -> SystemResult:
+    """Visit every reachable configuration of ``system`` (one canonical one per orbit).
+    ``classify``: keep the graph, each edge with the mask of its steps (``_liveness``)."""
     with gc_paused():  # millions of live tuples: see _paused
-        return _explore_system(system, symmetry, max_states, progress)
+        return _explore_system(system, symmetry, max_states, progress, classify)
 
 
 def _explore_system(system: System, symmetry: bool, max_states: int | None,
-                    progress: Progress | None) -> SystemResult:
+                    progress: Progress | None,
+                    classify: Callable[[str, str, Any], int] | None = None) -> SystemResult:
     t0 = time.perf_counter()
     sp = _Space(system, symmetry)
+    sp.classify = classify
+    masks = array("q")
     machine = system.machine
     init = system.initial_config()
     key0 = sp.canon(tuple(sp.intern(c) for c in init.instances), init.shared)
@@ -500,7 +517,7 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
         for i, c in enumerate(ids):
             plain, bad, sync_moves = compiled.get((c, shared)) or sp.compiled(c, shared)
             targets.clear()
-            for dest, write, new_shared, count in plain:
+            for dest, write, new_shared, count, mask in plain:
                 if write is None:
                     new_ids = (*ids[:i], dest, *ids[i + 1:])
                 else:
@@ -516,14 +533,16 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
                     keys.append(nk)
                     parent.append(g)
                 succ.append(n)
+                if classify is not None:
+                    masks.append(mask)
                 targets.append(n)
                 edges += count
             for k, mv in bad:
                 for name in mv.props:
                     first_bad.setdefault(("step_property", name), (g, targets[k]))
             syncs.extend((i, mv) for mv in sync_moves)
-        for new_ids, new_shared, moves in (_sync_and_own(sp, ids, shared, syncs) if syncs
-                                           else _own(sp, ids, shared)):
+        for new_ids, new_shared, moves, own in (_sync_and_own(sp, ids, shared, syncs) if syncs
+                                                else _own(sp, ids, shared)):
             edges += 1
             nk = canon(new_ids, new_shared)
             n = index.get(nk)
@@ -532,6 +551,8 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
                 keys.append(nk)
                 parent.append(g)
             succ.append(n)
+            if classify is not None:
+                masks.append(_mask(classify, moves, own))
             for _i, mv in moves:
                 sp.fired.add(id(mv.step.transition))
                 for name in mv.props:
@@ -562,7 +583,19 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
         map(itemgetter(0), itertools.islice(keys, visited))).items()) if symmetry else visited)
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
-                        findings, lockstep_only=lockstep_only(system.unbreakable()))
+                        findings, lockstep_only=lockstep_only(system.unbreakable()),
+                        graph=None if classify is None else (
+                            sp, keys, parent, succ_start, succ, masks, visited))
+
+
+def _mask(classify: Callable[[str, str, Any], int], moves: tuple[tuple[int, _Move], ...],
+          own: Any) -> int:
+    """The mask of a sync step (its movers share trigger and parameters) or an own step."""
+    if moves:
+        mv = moves[0][1]
+        return classify(mv.step.transition.actor, mv.trigger, mv.params)
+    t, p = own
+    return classify(t.actor, t.trigger, p)
 
 
 def _findings(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],

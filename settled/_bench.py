@@ -64,6 +64,7 @@ from settled._demo_approval import bench_approval
 from settled._demo_ledger import bench_ledger
 from settled.conformance import _trace
 from settled.conformance._explore import explore, explore_via_transitions
+from settled.conformance._liveness import check_machine
 from settled.conformance._lockstep import MIN_STEPS
 from settled.conformance._races import bench as bench_concurrent
 from settled.conformance._suites import query_suite
@@ -669,7 +670,14 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
     start = time.perf_counter()
     table = explore(p, instances=1)
     table_s = time.perf_counter() - start
-    say(f"explore: {table.states:,} states in {table_s:.1f}s; again through the transitions oracle")
+    say(f"explore: {table.states:,} states in {table_s:.1f}s; progress under fairness on the "
+        "same graph")
+    start = time.perf_counter()
+    live = check_machine(table)
+    live_s = time.perf_counter() - start
+    if not live.ok:
+        raise RuntimeError(f"bench: the declared query machine is not live: {live.text()}")
+    say(f"explore: liveness in {live_s:.1f}s; again through the transitions oracle")
     start = time.perf_counter()
     oracle = explore_via_transitions(p, instances=1, max_states=sizes.transitions_max_states)
     oracle_s = time.perf_counter() - start
@@ -688,6 +696,9 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
             "transitions_states_per_second": oracle_rate, "transitions_states": oracle.states,
             "transitions_complete": oracle.complete, "model": name,
             "single_seconds": round(table_s, 2), "transitions_seconds": round(oracle_s, 2),
+            "liveness_seconds": round(live_s, 2),
+            "liveness_ratio_to_safety": round(live_s / table_s, 2) if table_s else 0.0,
+            "liveness_properties": len(live.verdicts),
             "system": system.meaning, "system_states": result.states,
             "system_states_unreduced": result.states_unreduced,
             "system_states_per_second": _rate(result.states, system_s),

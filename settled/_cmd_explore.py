@@ -16,6 +16,7 @@ from settled._output import emit
 from settled._paths import OutputPathError, writable_dir, writable_file
 from settled.conformance._explore import ExploreResult, explore
 from settled.conformance._itf import write_itf
+from settled.conformance._liveness import check_machine, check_system, system_classifier
 from settled.conformance._system import explore_system
 from settled.model import MACHINES, Protocol, build_query_machine
 from settled.model.systems import (
@@ -117,16 +118,19 @@ def explore_command(
     protocol = machine_for(model, workers)
     with Progress(not as_json) as progress:
         result = explore(protocol, instances=queries, max_states=max_states, progress=progress)
+    live = check_machine(result)  # the progress properties, on the same graph
     if itf is not None:
         result.write_itf(itf)
+        live.write_itf(itf)
     if graph is not None:
         graph.write_text(json.dumps(result.graph_json(), sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
-        emit({**result.to_json(), "memory_estimate": memory},
-             exit_code(bool(result.findings), result.complete))
+        emit({**result.to_json(), "progress": live.to_json(), "memory_estimate": memory},
+             exit_code(bool(result.findings or live.violated), result.complete))
     else:
         report_text(result)
-    raise typer.Exit(exit_code(bool(result.findings), result.complete))
+        Console(highlight=False, soft_wrap=True, markup=False).print(live.text())
+    raise typer.Exit(exit_code(bool(result.findings or live.violated), result.complete))
 
 
 # The reachable space grows about as a product in the number of queries (each adds a copy of
@@ -222,17 +226,23 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
     system = (build_query_system(queries=queries, workers=workers or 1) if model == "query"
               else build_ledger_system(calls=queries) if model == "ledger"
               else build_approval_system(calls=queries))
+    from settled.model.progress import liveness_of
+
+    declared = liveness_of(system)
     with Progress(not as_json) as progress:
-        result = explore_system(system, max_states=max_states, progress=progress)
+        result = explore_system(system, max_states=max_states, progress=progress,
+                                classify=system_classifier(declared))
+    live = check_system(result, declared)
     if itf is not None:
         itf.mkdir(exist_ok=True)  # its parent was checked by _check_outputs
+        live.write_itf(itf)
         for f in result.findings:
             if f.counterexample is not None:
                 meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules)}
                 write_itf(itf / f.file_name, f.counterexample.to_itf(meta))
     if as_json:
-        emit({**result.to_json(), "memory_estimate": memory},
-             exit_code(bool(result.findings), result.complete))
+        emit({**result.to_json(), "progress": live.to_json(), "memory_estimate": memory},
+             exit_code(bool(result.findings or live.violated), result.complete))
     else:
         out = Console(highlight=False, soft_wrap=True)
         out.print(f"{result.system} ({system.meaning}): {result.states:,} states explored, "
@@ -250,7 +260,8 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
         else:
             out.print("no violations, deadlocks, traps, unreached states or unfired transitions"
                       if result.ok else f"{len(result.findings)} finding(s)")
-    raise typer.Exit(exit_code(bool(result.findings), result.complete))
+        Console(highlight=False, soft_wrap=True, markup=False).print(live.text())
+    raise typer.Exit(exit_code(bool(result.findings or live.violated), result.complete))
 
 
 def register(app: typer.Typer) -> None:

@@ -65,10 +65,23 @@ def _fraction(ls: dict[str, Any], total: str, missed: str) -> str:
     return f"{declared - len(ls.get(missed, []))}/{declared}"
 
 
+def _progress_cell(m: dict[str, Any]) -> str:
+    """Progress properties that hold of those declared (under the declared fairness), for
+    the machine and its system."""
+    cells = []
+    for part in (m["explore"], m["system"]):
+        props = part.get("progress", {}).get("properties", {})
+        held = sum(v in ("holds", "stuck_at_bound") for v in props.values())
+        cells.append(f"{held}/{len(props)}" if props else "NOT CHECKED")
+    ok = all(part.get("progress", {}).get("ok", False) for part in (m["explore"], m["system"]))
+    return f"{_mark(ok)} {cells[0]}, system {cells[1]}"
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("static", lambda m: _mark(not any(m["static"].values()))),
     ("explore", lambda m: f"{_mark(m['explore']['ok'])} {m['explore']['states']:,} states"),
     ("system", lambda m: _system_cell(m["system"])),
+    ("  progress", _progress_cell),
     ("lockstep", lambda m: _lockstep_cell(m["lockstep"])),
     ("  steps", lambda m: f"{m['lockstep'].get('steps', 0):,}"),
     ("  edges", lambda m: _fraction(m["lockstep"], "edges", "unfired_edges")),
@@ -110,6 +123,7 @@ def _system_cell(sy: dict[str, Any]) -> str:
     if "states" not in sy:
         return _mark(False)
     return f"{_mark(sy['ok'])} {sy['states']:,} states"
+
 
 
 def _system_lockstep_cell(sl: dict[str, Any]) -> str:

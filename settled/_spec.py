@@ -112,7 +112,25 @@ def machine_section(p: Protocol) -> list[str]:
     out += ["", "### Step properties (every step)", "", "| name | holds that | rules |",
             "| --- | --- | --- |"]
     out += [f"| `{s.name}` | {_holds(s)} | {', '.join(s.rules)} |" for s in p.step_properties]
+    out += progress_section(p)
     return [*out, ""]
+
+
+def progress_section(target: Protocol | System) -> list[str]:
+    """The progress properties (``premise ~> goal``) and the fairness each assumes, in words."""
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(target)
+    out = ["", "### Progress (every run that reaches the premise later reaches the goal)", "",
+           "Assumed fairness (each property below holds only under all of it; a step no "
+           "line names is never required):", "",
+           "| name | assumption | why | rules |", "| --- | --- | --- | --- |"]
+    out += [f"| `{f.name}` | {_cell(f.words())} | {_cell(f.text)} | {', '.join(f.rules)} |"
+            for f in live.fairness]
+    out += ["", "| name | premise ~> goal | in words | rules |", "| --- | --- | --- | --- |"]
+    out += [f"| `{x.name}` | {_cell(x.formula())} | {_cell(x.text)} | {', '.join(x.rules)} |"
+            for x in live.progress]
+    return out
 
 
 def system_section(s: System) -> list[str]:
@@ -157,6 +175,7 @@ def system_section(s: System) -> list[str]:
     if s.invariants:
         out += ["", "| system invariant | holds that | rules |", "| --- | --- | --- |"]
         out += [f"| `{i.name}` | {_holds(i)} | {', '.join(i.rules)} |" for i in s.invariants]
+    out += progress_section(s)
     return [*out, ""]
 
 
@@ -198,7 +217,8 @@ def rule_backing(machines: Sequence[Protocol], tests: dict[str, list[str]],
                        | {f"{p.name}.{x.name}" for p in machines for x in p.step_properties
                           if rule in x.rules}
                        | {f"{s.name}.{si.name}" for s in systems for si in s.invariants
-                          if rule in si.rules})
+                          if rule in si.rules}
+                       | _progress_citing(rule, [*machines, *systems]))
         out.append(RuleBacking(rule, tuple(trans), tuple(props), tuple(tests.get(rule, []))))
     return out
 
@@ -235,6 +255,13 @@ def rule_matrix(machines: Sequence[Protocol], tests: dict[str, list[str]],
     if untested:
         out += ["", "Rules modelled but cited by no test: " + ", ".join(untested) + "."]
     return [*out, ""]
+
+
+def _progress_citing(rule: str, targets: Sequence[Protocol | System]) -> set[str]:
+    from settled.model.progress import liveness_of
+
+    return {f"{t.name}.{x.name}" for t in targets for x in liveness_of(t).progress
+            if rule in x.rules}
 
 
 def _join(items: Sequence[str]) -> str:

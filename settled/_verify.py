@@ -33,6 +33,8 @@ from settled._cmd_views import INDEX, diagram_files, spec_files
 from settled.conformance._adapter import AdapterError
 from settled.conformance._api import probe
 from settled.conformance._explore import explore
+from settled.conformance._liveness import LivenessResult, check_machine, system_classifier
+from settled.conformance._liveness import check_system as check_system_liveness
 from settled.conformance._lockstep import (
     declared_cases,
     declared_edges,
@@ -53,6 +55,7 @@ from settled.impl.shared._pg import redact
 from settled.model import MACHINES, Protocol
 from settled.model._graph import static_findings
 from settled.model._system import System
+from settled.model.progress import liveness_of
 from settled.model.systems import SYSTEMS
 
 SEED = 20261202
@@ -118,19 +121,35 @@ def check_static(p: Protocol) -> dict[str, list[str]]:
 
 def check_explore(p: Protocol, watch: Watch | None = None) -> dict[str, Any]:
     result = explore(p, instances=1, progress=watch.explored if watch else None)
-    return {"ok": result.ok and result.complete, "states": result.states, "edges": result.edges,
-            "seconds": round(result.seconds, 2),
-            "findings": [f"{f.kind}:{f.name}" for f in result.findings],
-            "lockstep_only": [f"{x['kind']}:{x['name']}" for x in result.lockstep_only]}
+    live = check_machine(result)
+    return {"ok": result.ok and result.complete and live.ok, "states": result.states,
+            "edges": result.edges, "seconds": round(result.seconds, 2),
+            "findings": [f"{f.kind}:{f.name}" for f in result.findings]
+            + [f"liveness:{v.prop.name}" for v in live.violated],
+            "lockstep_only": [f"{x['kind']}:{x['name']}" for x in result.lockstep_only],
+            "progress": _progress(live)}
 
 
 def check_system(system: System, watch: Watch | None = None) -> dict[str, Any]:
-    result = explore_system(system, progress=watch.explored if watch else None)
-    return {"ok": result.ok, "system": system.meaning, "states": result.states,
+    declared = liveness_of(system)
+    result = explore_system(system, progress=watch.explored if watch else None,
+                            classify=system_classifier(declared))
+    live = check_system_liveness(result, declared)
+    return {"ok": result.ok and live.ok, "system": system.meaning, "states": result.states,
             "states_unreduced": result.states_unreduced, "edges": result.edges,
             "seconds": round(result.seconds, 2), "complete": result.complete,
-            "findings": [f"{f.kind}:{f.name}" for f in result.findings],
-            "lockstep_only": [f"{x['kind']}:{x['name']}" for x in result.lockstep_only]}
+            "findings": [f"{f.kind}:{f.name}" for f in result.findings]
+            + [f"liveness:{v.prop.name}" for v in live.violated],
+            "lockstep_only": [f"{x['kind']}:{x['name']}" for x in result.lockstep_only],
+            "progress": _progress(live)}
+
+
+def _progress(live: LivenessResult) -> dict[str, Any]:
+    """Each progress property's verdict (``liveness:<name>`` in the findings when violated;
+    ``settled explore`` prints its lasso)."""
+    return {"ok": live.ok, "seconds": round(live.seconds, 2),
+            "properties": {v.prop.name: v.verdict for v in live.verdicts},
+            "fairness": [f.words() for f in live.liveness.fairness]}
 
 
 def check_lockstep(name: str, profile_name: str, seed: int,
@@ -285,7 +304,7 @@ def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", 
         p, report = MACHINES[name], MachineReport(name)
         phase(f"{name}: static checks")
         report.static = check_static(p)
-        phase(f"{name}: exploring every reachable state")
+        phase(f"{name}: exploring every reachable state, then its progress under fairness")
         report.explore = check_explore(p, watch)
         if name in SYSTEMS:
             phase(f"{name}: exploring the system ({SYSTEMS[name].meaning})")

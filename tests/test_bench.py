@@ -39,7 +39,8 @@ KEYS = {
     "trace_check": {"events", "events_per_second", "ratio_to_json_parse", "many_workers_ratio"},
     "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
                 "transitions_states_per_second", "transitions_states", "system_states",
-                "system_states_unreduced", "system_seconds"},
+                "system_states_unreduced", "system_seconds", "liveness_seconds",
+                "liveness_ratio_to_safety"},
     "approval": {"writes_per_second", "lookups_per_second"},
     "ledger": {"turns_per_second", "calls_per_second", "recoveries_per_second",
                "recovery_seconds_over_turn_seconds"},
@@ -162,6 +163,9 @@ def test_the_ratios_are_computed_from_the_reported_rates(quick: dict[str, Any]) 
     assert explore["independent_product"] is False
     assert explore["system_complete"] is True
     assert explore["system_states"] <= explore["system_states_unreduced"]
+    # Liveness ran on the safety search's own graph, every query property checked.
+    assert explore["liveness_seconds"] >= 0 and explore["liveness_ratio_to_safety"] >= 0
+    assert explore["liveness_properties"] == 3
 
 
 def test_without_json_each_section_is_a_table(quick: dict[str, Any],
