@@ -185,6 +185,7 @@ def machine_data(p: Protocol) -> dict[str, Any]:
     props += [{"name": s.name, "kind": "step property", "text": s.text, "rules": list(s.rules),
                "states": _mentions(s.text, states), "triggers": _mentions(s.text, triggers)}
               for s in p.step_properties]
+    props += _progress(p, states, triggers)
     return {
         "kind": "machine", "name": p.name, "meaning": p.meaning, "initial": p.initial,
         "states": [{"name": s.name, "meaning": s.meaning, "terminal": s.terminal,
@@ -231,8 +232,24 @@ def system_data(s: System) -> dict[str, Any]:
         "mutex": mutex,
         "properties": [{"name": i.name, "kind": "system invariant", "text": i.text,
                         "rules": list(i.rules), "states": [], "triggers": []}
-                       for i in s.invariants],
+                       for i in s.invariants] + _progress(s, list(m.state_names), []),
     }
+
+
+def _progress(target: Protocol | System, states: list[str], triggers: list[str]
+              ) -> list[dict[str, Any]]:
+    """The progress properties (``premise ~> goal``) with the fairness they assume, in words."""
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(target)
+    assumes = "; ".join(f.words() for f in live.fairness)
+    out = []
+    for x in live.progress:
+        text = f"{x.formula()}: {x.text} (assuming: {assumes})"
+        out.append({"name": x.name, "kind": "progress property", "text": text,
+                    "rules": list(x.rules), "states": _mentions(x.formula(), states),
+                    "triggers": _mentions(assumes, triggers)})
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,6 +446,12 @@ def _search_index() -> list[list[str]]:
         rows += [[v.name, f"variable of {s.name}", f"{s.name}.html#var={v.name}"]
                  for v in s.variables]
         rows += [[i.name, f"property of {s.name}", f"{s.name}.html#{i.name}"] for i in s.invariants]
+    from settled.model.progress import liveness_of
+
+    targets: list[Protocol | System] = [*MACHINES.values(), *SYSTEMS.values()]
+    for target in targets:
+        rows += [[x.name, f"progress property of {target.name}", f"{target.name}.html#{x.name}"]
+                 for x in liveness_of(target).progress]
     rows += [[r, RULES[r], f"rules.html#{r}"] for r in sorted(RULES, key=rule_sort_key)]
     return rows
 

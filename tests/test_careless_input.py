@@ -114,6 +114,16 @@ CASES = [
     (("spec", "--root", "binary.bin"), 2, "cannot write"),
     (("spec", "--check"), 2, "not a settled checkout"),
     (("spec", "--no-such-option"), 2, "No such option"),
+    # review
+    (("review", "--out", "a-file"), 2, "cannot write into a-file"),
+    (("review", "--out", "no/such/site"), 2, "does not exist"),
+    (("review", "--out", "binary.bin/site"), 2, "not a folder"),
+    (("review", "--verify", "missing.json"), 2, "no such file"),
+    (("review", "--verify", "binary.bin"), 2, "binary content"),
+    (("review", "--verify", "empty.jsonl"), 2, "not JSON"),
+    (("review", "--counterexamples", "binary.bin"), 2, "binary content"),
+    (("review", "--check"), 2, "not a settled checkout"),
+    (("review", "--no-such-option"), 2, "No such option"),
     # verify: every --root here is not a checkout (missing, a file, binary, an empty folder)
     (("verify", "--profile", "nonsense"), 2, "unknown profile"),
     (("verify", "--root", "no/such"), 2, "not a settled checkout"),
@@ -129,7 +139,7 @@ CASES = [
     (("-x",), 2, "No such option"),
 ]
 COMMANDS = ["check", "export-trace", "explore", "lockstep", "replay", "mutants", "demo", "bench",
-            "diagrams", "spec", "verify"]
+            "diagrams", "spec", "review", "verify"]
 
 
 def test_every_command_meets_every_class_of_careless_input() -> None:

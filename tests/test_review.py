@@ -430,7 +430,8 @@ def test_the_player_shows_an_explorer_violation_and_opens_a_file_from_disk(
     assert "never_leaves_initial" in page.tab.locator("#cx-diverges").inner_text()
     # a file from disk: the query mutant's trace on the ledger page is refused, on its own page played
     lockstep = inputs["cx"] / f"lockstep-{MUTANT}.itf.json"
-    page.tab.set_input_files("#cx-file", str(lockstep))
+    page.tab.set_input_files("#cx-file", str(lockstep))  # read asynchronously: wait for the verdict
+    page.tab.wait_for_selector("#cx-message:has-text(\"not of ledger\")")
     assert "not of ledger" in page.tab.locator("#cx-message").inner_text()
     page.open(site / "query.html")
     page.tab.click('#tabs button[data-tab="player"]')
