@@ -265,10 +265,8 @@ def test_the_http_platform_passes_the_lockstep_kit(seed):
 
 @pytest.mark.slow
 def test_the_http_platform_passes_the_system_kit():
-    from settled.conformance._system_lockstep import run_system_lockstep
-
     suite = query_system_suite(transport="http")
-    record = run_system_lockstep(suite.lockstep("QuerySystemOverHttp"), profile("dev"), seed=1)
+    record = run_lockstep(suite.lockstep("QuerySystemOverHttp"), profile("dev"), seed=1)
     assert record.failure is None and record.adapter_error is None, record.failure
     assert record.trace_failure is None and record.trace_events > 0
 
