@@ -36,15 +36,10 @@ from settled.model import RULES
 SEED = 1
 
 # Mutants the ci campaign is known to let survive on some seeds, with why.
-# Each one is a gap in the kit (reported to the lead), not a harmless mutant:
+# Each one is a gap in the kit, not a harmless mutant:
 # the default run above shows each of them can be killed. Empty this when
 # the kit closes the gap; the slow test then holds them to the same bar.
-KIT_BLIND_SPOTS: dict[str, str] = {
-    "Q17-busy-platform-recorded-as-rejection": (
-        "the tour takes every fault edge with fault=timeout only, so only a random run that "
-        "draws submit_undelivered with fault=busy kills it (seeds 1-3 and 5 do, seed 4 does "
-        "not); coverage of parameter values (issue 27, item 2) closes the gap"),
-}
+KIT_BLIND_SPOTS: dict[str, str] = {}  # Q17-busy left it when the tour took every fault value
 
 
 @pytest.fixture(autouse=True)
