@@ -82,7 +82,7 @@ def review(
     except _diagrams.OutputError as e:
         err.print(f"settled review: {str(e).replace('--root', '--out')}")
         raise typer.Exit(2) from None
-    summary = {"out": str(directory), "pages": sorted(site.files), "bytes": site.size,
+    summary = {"out": str(directory), "pages": site.pages, "files": sorted(site.files), "bytes": site.size,
                "rules": len(site.rules), "rules_linked": len(site.rules_linked),
                "rules_backed_by_spec": len(site.rules_backed),
                "rules_backed_but_not_linked": sorted(set(site.rules_backed) - set(site.rules_linked)),
@@ -100,7 +100,7 @@ def review(
     if not as_json:
         verb = "checked" if check else "wrote"
         changed = f" ({len(stale)} changed)" if stale and not check else ""
-        console.print(f"{verb} {escape(str(directory))}{changed}: {len(site.files)} pages, "
+        console.print(f"{verb} {escape(str(directory))}{changed}: {len(site.pages)} pages, "
                       f"{site.size / 1024:.0f} KiB; {len(site.rules_linked)}/{len(site.rules)} rules "
                       f"link to a transition or property; open {escape(str(directory / 'index.html'))}")
 

@@ -477,8 +477,7 @@ def _page(title: str, page: str, data: Mapping[str, Any], svg: str = "") -> byte
                   + f'>{html.escape(n["text"])}</a>' for n in _nav())
     body = _asset("stage.html").replace("@@SVG@@", svg) if svg else '<main id="doc"></main>'
     parts = {"@@TITLE@@": html.escape(title), "@@CLASS@@": "diagram-page" if svg else "doc-page",
-             "@@NAV@@": nav, "@@BODY@@": body, "@@CSS@@": _asset("review.css"),
-             "@@DATA@@": _json_script(data), "@@JS@@": _asset("review.js")}
+             "@@NAV@@": nav, "@@BODY@@": body, "@@DATA@@": _json_script(data)}
     return re.sub("@@[A-Z]+@@", lambda m: parts[m.group(0)], _asset("page.html")).encode()
 
 
@@ -487,6 +486,11 @@ class Site:
     files: dict[str, bytes] = field(default_factory=dict)
     rules: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+
+    @property
+    def pages(self) -> list[str]:
+        """The pages (the style, script and search index they share are the other files)."""
+        return sorted(f for f in self.files if f.endswith(".html"))
 
     @property
     def rules_linked(self) -> list[str]:
@@ -508,7 +512,13 @@ def build_site(tests_dir: Path, verify_report: Mapping[str, Any] | None = None,
                traces: Sequence[Trace] = ()) -> Site:
     """Every file of the site, by name."""
     site = Site()
-    common = {"nav": _nav(), "search": _search_index(),
+    # one copy of what every page shares: the style, the script and the search index
+    site.files["review.css"] = _asset("review.css").encode()
+    site.files["review.js"] = _asset("review.js").encode()
+    site.files["search.js"] = ("/* settled review: the search index of every page, generated */\n"
+                               f"window.SETTLED_SEARCH = {_json_script(_search_index())};\n"
+                               ).encode()
+    common = {"nav": _nav(),
               "inputs": {"verify": verify_report is not None,
                          "mutants": mutants_report is not None,
                          "counterexamples": [t.file for t in traces]}}

@@ -3,6 +3,7 @@
   "use strict";
   var D = JSON.parse(document.getElementById("data").textContent);
   var M = D.model || null;
+  var SEARCH = window.SETTLED_SEARCH;
 
   function $(sel, root) { return (root || document).querySelector(sel); }
   function $$(sel, root) { return Array.prototype.slice.call((root || document).querySelectorAll(sel)); }
@@ -43,7 +44,12 @@
       var q = box.value.trim().toLowerCase();
       clear(list); active = -1;
       if (!q) { list.hidden = true; return; }
-      var hits = D.search.filter(function (r) {
+      if (!SEARCH) {  /* never an empty answer for a missing index */
+        list.appendChild(el("li", {}, el("a", {}, "the search index (search.js beside this page) did not load")));
+        list.hidden = false;
+        return;
+      }
+      var hits = SEARCH.filter(function (r) {
         return r[0].toLowerCase().indexOf(q) >= 0 || r[1].toLowerCase().indexOf(q) >= 0;
       });
       hits.sort(function (a, b) {
