@@ -460,7 +460,7 @@ def _noop_machine(tally: _Tally, size: int, forbidden: int, instances: int) -> t
 
 
 def _timed_run(machine: type[RuleBasedStateMachine], sizes: Sizes, seed: int) -> float:
-    test = get_state_machine_test(machine, settings=_bench_settings(sizes), _min_steps=MIN_STEPS)
+    test = get_state_machine_test(machine, settings=_bench_settings(sizes), _min_steps=MIN_STEPS)  # type: ignore[no-untyped-call,unused-ignore]
     start = time.perf_counter()
     hypothesis.seed(seed)(test)()
     return time.perf_counter() - start

@@ -223,7 +223,7 @@ def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: set
         return record
     generate_only = settings(profile, phases=[Phase.explicit, Phase.reuse, Phase.generate,
                                               Phase.target])
-    test = get_state_machine_test(machine, settings=generate_only, _min_steps=MIN_STEPS)
+    test = get_state_machine_test(machine, settings=generate_only, _min_steps=MIN_STEPS)  # type: ignore[no-untyped-call,unused-ignore]
     if seed is not None:
         test = hypothesis.seed(seed)(test)
     try:
