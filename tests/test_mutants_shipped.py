@@ -20,6 +20,7 @@ from settled.conformance.mutants import _shipped, all_mutants
 from settled.conformance.mutants._shipped import (
     difference,
     differences,
+    forks,
     mutant_classes,
     revert_bug,
 )
@@ -33,6 +34,8 @@ def _module(name: str) -> ModuleType:
 
 
 CLASSES = [cls for name in MODULES for cls in mutant_classes(_module(name))]
+# Module-level functions of impl/ a mutant copies with its bug (fork_of): no subclass reaches them.
+FORKS = [fork for name in MODULES for fork in forks(_module(name))]
 
 
 def test_the_check_sees_every_module_and_every_catalogued_mutant() -> None:
@@ -46,23 +49,26 @@ def test_the_check_sees_every_module_and_every_catalogued_mutant() -> None:
     assert len(CLASSES) >= len(all_mutants())
 
 
-# Modules whose mutants are still forked copies (being brought to their bug alone).
-_UNFINISHED = {"approval_system"}
-
-
-def _param(cls: type) -> object:
-    unfinished = cls.__module__.rsplit(".", 1)[1] in _UNFINISHED and differences(cls)
-    return pytest.param(cls, marks=[pytest.mark.xfail(strict=True)] if unfinished else [])
-
-
 def _id(cls: type) -> str:
     return f"{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}"
 
 
-@pytest.mark.parametrize("cls", [_param(c) for c in CLASSES], ids=_id)
+@pytest.mark.parametrize("cls", CLASSES, ids=_id)
 def test_each_mutant_minus_its_bug_is_the_shipped_code(cls: type) -> None:
     found = differences(cls)
     assert not found, "\n\n".join(found)
+
+
+@pytest.mark.parametrize("fork", FORKS, ids=lambda f: f[0].rsplit(".", 2)[-2] + "." + f[0].rsplit(".", 1)[1])
+def test_each_forked_function_minus_its_bug_is_the_shipped_function(
+        fork: tuple[str, str, object]) -> None:
+    found = difference(*fork)
+    assert found is None, found
+
+
+def test_the_forked_functions_are_the_ones_the_catalogue_uses() -> None:
+    assert {where.rsplit(".", 1)[1] for where, _, _ in FORKS} == {
+        "lookup_by_token_only", "_apply_create_order_unchecked", "_take_stock_unchecked"}
 
 
 # --------------------------------------------------------------------------- the check can fail
@@ -124,12 +130,12 @@ def _second_change(source: str) -> str | None:
 def test_a_second_unmarked_change_to_any_catalogued_override_fails() -> None:
     """Each override of the catalogue with an unmarked return changed as well is named."""
     tried = 0
-    for cls in CLASSES:
-        for name, source, shipped in _shipped.overrides(cls):
-            edited = _second_change(source)
-            if edited is None:
-                continue
-            assert difference(f"{cls.__qualname__}.{name}", edited, shipped) is not None, \
-                f"{cls.__qualname__}.{name}: a second change went unseen"
-            tried += 1
+    every = [(f"{cls.__qualname__}.{name}", source, shipped)
+             for cls in CLASSES for name, source, shipped in _shipped.overrides(cls)]
+    for where, source, shipped in every + FORKS:
+        edited = _second_change(source)
+        if edited is None:
+            continue
+        assert difference(where, edited, shipped) is not None, f"{where}: a second change went unseen"
+        tried += 1
     assert tried >= len(CLASSES) // 2, f"only {tried} overrides could be given a second change"

@@ -22,9 +22,11 @@ import io
 import re
 import textwrap
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # "# bug" then free text; "shipped: <code>" (to the end of the comment, a trailing lint suppression
 # aside) is the shipped text the bug replaces (see revert_bug).
@@ -43,6 +45,33 @@ def mutant_classes(module: ModuleType) -> Iterator[type]:
         if (isinstance(value, type) and value.__module__ == module.__name__
                 and any(_is_impl(base) for base in value.__mro__[1:])):
             yield value
+
+
+def fork_of(shipped: Callable[..., Any]) -> Callable[[F], F]:
+    """Mark a module-level function of a mutant as a copy of the shipped function ``shipped``
+    with its bug: :func:`forks` finds it and :func:`difference` holds it to that function.
+    For a bug in a module-level function of ``impl/``, which no subclass can override."""
+    def mark(func: F) -> F:
+        func.__shipped__ = shipped  # type: ignore[attr-defined]
+        return func
+    return mark
+
+
+def forks(module: ModuleType) -> Iterator[tuple[str, str, Any]]:
+    """``(where, dedented source, the shipped function)`` for each :func:`fork_of` function
+    defined in ``module``."""
+    for value in vars(module).values():
+        shipped = getattr(value, "__shipped__", None)
+        if inspect.isfunction(value) and value.__module__ == module.__name__ and shipped:
+            source = textwrap.dedent(inspect.getsource(value))
+            yield (f"{module.__name__}.{value.__qualname__}",
+                   _drop_decorators(source, _parse(source)), shipped)
+
+
+def _drop_decorators(source: str, node: ast.FunctionDef) -> str:
+    """``source`` from its ``def`` line on (the fork_of decorator is not the shipped code's)."""
+    lines = source.splitlines()
+    return "\n".join(lines[node.lineno - 1:]) + "\n"
 
 
 def shipped_method(cls: type, name: str) -> Any | None:
@@ -188,6 +217,7 @@ def difference(where: str, source: str, shipped: Any | None) -> str | None:
         return f"{where}: no class of the implementation defines {mutated.name!r}"
     if is_delegation(mutated):
         return None
+    mutated.name = _function(shipped).__name__  # a fork (fork_of) may be named after its bug
     want = _normal(_parse(textwrap.dedent(inspect.getsource(_function(shipped)))))
     got = _normal(mutated)
     if got == want:

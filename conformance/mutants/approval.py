@@ -34,17 +34,26 @@ from settled.impl.approval._approval import CallState as State
 from settled.impl.approval._business import (
     _APPLIERS,
     JSON,
+    TOOLS,
     BusinessStore,
     _record,
     check_token,
+    fingerprint,
     normalize,
 )
-from settled.impl.approval._reconciler import LookupAnswer, LookupStatus, _parse_result, _read_record
-from settled.impl.shared._db import write
+from settled.impl.approval._reconciler import (
+    LookupAnswer,
+    LookupStatus,
+    _parse_result,
+    _read_record,
+    lookup,
+)
+from settled.impl.shared._db import DEFAULT_BUSY_TIMEOUT, write
 from settled.impl.shared._errors import CallerError, InvalidInput, LookupFailed
 
 from .._approval_adapter import ApprovalAdapter
 from . import Mutant
+from ._shipped import fork_of
 
 __all__ = ["MUTANTS"]
 
@@ -78,14 +87,26 @@ _W6Runtime = runtime_opening(W6RecordInItsOwnTransaction)
 
 
 # -- W3: a lookup that knows the token only --------------------------------------------------
+@fork_of(lookup)
 def lookup_by_token_only(source: str | Path | sqlite3.Connection, client_token: str, tool: str,
-                         normalized_args: Mapping[str, Any], **kwargs: Any) -> LookupAnswer:
+                         normalized_args: Mapping[str, Any], *,
+                         timeout: float = DEFAULT_BUSY_TIMEOUT) -> LookupAnswer:
     """The token is the call's identity, so its record must be the call's (it need not be)."""
     token = check_token(client_token)
-    row = _read_record(source, token, 5.0)
+    if tool not in TOOLS:
+        raise InvalidInput(f"unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
+    try:
+        wanted = fingerprint(tool, normalized_args)  # noqa: F841 (the bug drops it)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"normalized_args for {tool} are not plain JSON values ({exc}); "
+                           "pass what normalize() returned") from exc
+    row = _read_record(source, token, timeout)
     if row is None:
         return LookupAnswer(LookupStatus.ABSENT)
-    return LookupAnswer(LookupStatus.FOUND, _parse_result(token, row[2]))
+    stored_tool, stored_fingerprint, result_text = row  # noqa: RUF059 (the bug drops two)
+    # bug deleted; shipped: if stored_tool != tool or stored_fingerprint != wanted:
+    # bug deleted; shipped:     return LookupAnswer(LookupStatus.CONFLICT)
+    return LookupAnswer(LookupStatus.FOUND, _parse_result(token, result_text))
 
 
 # -- W5: arguments checkpointed as given ---------------------------------------------------------
