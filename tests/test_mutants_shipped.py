@@ -61,13 +61,13 @@ def test_each_mutant_minus_its_bug_is_the_shipped_code(cls: type) -> None:
 
 @pytest.mark.parametrize("fork", FORKS, ids=lambda f: f[0].rsplit(".", 2)[-2] + "." + f[0].rsplit(".", 1)[1])
 def test_each_forked_function_minus_its_bug_is_the_shipped_function(
-        fork: tuple[str, str, object]) -> None:
+        fork: tuple[str, str, object, dict[str, object]]) -> None:
     found = difference(*fork)
     assert found is None, found
 
 
 def test_the_forked_functions_are_the_ones_the_catalogue_uses() -> None:
-    assert {where.rsplit(".", 1)[1] for where, _, _ in FORKS} == {
+    assert {where.rsplit(".", 1)[1] for where, *_ in FORKS} == {
         "lookup_by_token_only", "_apply_create_order_unchecked", "_take_stock_unchecked"}
 
 
@@ -103,6 +103,17 @@ def test_a_method_the_implementation_does_not_define_fails() -> None:
     assert "no class of the implementation defines 'not_shipped'" in found
 
 
+def test_a_name_that_means_another_object_in_the_mutant_s_module_fails() -> None:
+    """The same text is not the same code when a name it reads is bound to something else."""
+    from settled.conformance.mutants import races
+
+    cls = races.TokenCheckedBeforeLock
+    (name, source, shipped), = _shipped.overrides(cls)
+    assert difference(name, source, shipped, vars(races)) is None
+    found = difference(name, source, shipped, {**vars(races), "_APPLIERS": {}})
+    assert found is not None and "reads _APPLIERS" in found
+
+
 def _second_change(source: str) -> str | None:
     """``source`` with an unmarked statement added as well (before its last line that is a
     whole statement outside the bug), or None when it has none."""
@@ -132,7 +143,7 @@ def test_a_second_unmarked_change_to_any_catalogued_override_fails() -> None:
     tried = 0
     every = [(f"{cls.__qualname__}.{name}", source, shipped)
              for cls in CLASSES for name, source, shipped in _shipped.overrides(cls)]
-    for where, source, shipped in every + FORKS:
+    for where, source, shipped, *_ in every + FORKS:
         edited = _second_change(source)
         if edited is None:
             continue

@@ -20,6 +20,7 @@ import difflib
 import inspect
 import io
 import re
+import sys
 import textwrap
 import tokenize
 from collections.abc import Callable, Iterator
@@ -57,15 +58,15 @@ def fork_of(shipped: Callable[..., Any]) -> Callable[[F], F]:
     return mark
 
 
-def forks(module: ModuleType) -> Iterator[tuple[str, str, Any]]:
-    """``(where, dedented source, the shipped function)`` for each :func:`fork_of` function
-    defined in ``module``."""
+def forks(module: ModuleType) -> Iterator[tuple[str, str, Any, dict[str, Any]]]:
+    """``(where, dedented source, the shipped function, the module's namespace)`` for each
+    :func:`fork_of` function defined in ``module``."""
     for value in vars(module).values():
         shipped = getattr(value, "__shipped__", None)
         if inspect.isfunction(value) and value.__module__ == module.__name__ and shipped:
             source = textwrap.dedent(inspect.getsource(value))
             yield (f"{module.__name__}.{value.__qualname__}",
-                   _drop_decorators(source, _parse(source)), shipped)
+                   _drop_decorators(source, _parse(source)), shipped, vars(module))
 
 
 def _drop_decorators(source: str, node: ast.FunctionDef) -> str:
@@ -201,9 +202,32 @@ def overrides(cls: type) -> Iterator[tuple[str, str, Any | None]]:
         yield name, textwrap.dedent(inspect.getsource(_function(value))), shipped_method(cls, name)
 
 
-def difference(where: str, source: str, shipped: Any | None) -> str | None:
+def _reads(func: ast.FunctionDef) -> set[str]:
+    return {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _rebound(func: ast.FunctionDef, written: ast.FunctionDef, mutant_globals: dict[str, Any],
+             shipped_globals: dict[str, Any]) -> list[str]:
+    """The global names ``func`` (the mutant minus its bug) reads, as ``written`` (the mutant
+    as it runs) does too, that mean another object in the mutant's module than in the
+    shipped one: the same text, another meaning (``S`` for another enum). Names only the
+    reverted shipped text reads never run in the mutant."""
+    local = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    local |= {n.id for n in ast.walk(func)
+              if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    local |= {n.name for n in ast.walk(func) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    read = _reads(func) & _reads(written)
+    missing = object()
+    return sorted(name for name in read - local if name in shipped_globals
+                  and mutant_globals.get(name, missing) is not shipped_globals[name])
+
+
+def difference(where: str, source: str, shipped: Any | None,
+               mutant_globals: dict[str, Any] | None = None) -> str | None:
     """What the override ``source`` (named ``where``) changes beyond its marked bug lines
-    against ``shipped``, or None when it changes nothing else."""
+    against ``shipped``, or None when it changes nothing else. With ``mutant_globals`` (the
+    mutant module's namespace), a global name of the shipped code must also mean the same
+    object there."""
     reverted = revert_bug(source)
     if not reverted.strip():
         return (f"{where}: the whole method is marked as the bug; a mutant changes a shipped "
@@ -221,7 +245,12 @@ def difference(where: str, source: str, shipped: Any | None) -> str | None:
     want = _normal(_parse(textwrap.dedent(inspect.getsource(_function(shipped)))))
     got = _normal(mutated)
     if got == want:
-        return None
+        rebound = ([] if mutant_globals is None else
+                   _rebound(mutated, _parse(source), mutant_globals, _function(shipped).__globals__))
+        if not rebound:
+            return None
+        return (f"{where} reads {', '.join(rebound)} as the shipped code does, but in the "
+                f"mutant's module the name(s) mean other objects; import the shipped ones")
     diff = "\n".join(difflib.unified_diff(want.splitlines(), got.splitlines(), "shipped",
                                           "mutant minus its bug", lineterm=""))
     return f"{where} differs from the shipped method beyond its marked bug:\n{diff}"
@@ -229,6 +258,7 @@ def difference(where: str, source: str, shipped: Any | None) -> str | None:
 
 def differences(cls: type) -> list[str]:
     """What ``cls`` changes beyond its marked bug lines, one entry per method (empty: none)."""
-    found = [difference(f"{cls.__module__}.{cls.__qualname__}.{name}", source, shipped)
+    namespace = vars(sys.modules[cls.__module__])
+    found = [difference(f"{cls.__module__}.{cls.__qualname__}.{name}", source, shipped, namespace)
              for name, source, shipped in overrides(cls)]
     return [f for f in found if f is not None]

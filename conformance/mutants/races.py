@@ -26,6 +26,7 @@ from typing import Any
 
 from settled.impl.approval._business import (
     _APPLIERS,
+    JSON,
     MAX_CONFLICT_RETRIES,
     BusinessStore,
     _product,
@@ -49,7 +50,6 @@ from . import Mutant
 __all__ = ["RACE_MUTANTS", "ClaimEpochReadBeforeLock", "ClaimSplitAcrossTransactions",
            "StockReadBeforeLock", "TokenCheckedBeforeLock"]
 
-JSON = dict[str, Any]
 
 
 class ClaimEpochReadBeforeLock(Worker):
