@@ -1,7 +1,8 @@
 """The check that a mutant differs from the shipped code by its bug and nothing else.
 
 A mutant overrides methods of a shipped class. Each override, with its bug lines
-reverted (see the markers in this package's docstring), must be either the shipped
+reverted (the markers are described in this package's docstring and in
+:func:`revert_bug`), must be either the shipped
 method itself (same signature and body, docstrings and comments aside) or a plain
 delegation to it (``return super().name(<its own parameters>)``, or the same call
 bound to a name that is then returned). Anything else is code kept beside the bug:
