@@ -5,6 +5,13 @@ made the way a real engineer might get it wrong, plus the adapter that
 drives it. ``settled mutants`` runs the lockstep kit against each of them and
 against the unmodified implementation: every mutant must be killed, the
 baseline must pass. Nothing here is a switch inside ``impl/``.
+
+A mutant differs from the shipped code by its bug and nothing else. Each line of the bug
+carries a ``# bug`` comment (``# bug …; shipped: <the shipped text it replaces>``; on a line
+of its own it marks the next statement; ``# bug deleted; shipped: <line>`` puts back a line
+the bug removed); a module-level function of ``impl/`` is copied under ``fork_of``. With
+its bug reverted, every override is the shipped method or a plain delegation to it
+(``_shipped.py``, checked by ``tests/test_mutants_shipped.py``).
 """
 
 from __future__ import annotations

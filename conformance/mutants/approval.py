@@ -11,29 +11,49 @@ adapter that drives it. None of them is reachable from ``impl/``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from settled.impl.approval._approval import _RECOVERING, ApprovalRuntime, Call, _text_id
+from settled.impl.approval._approval import (
+    _EXECUTING,
+    _MAY_HAVE_STARTED,
+    _NEVER_SHOWN,
+    _NOT_STARTED,
+    _PENDING,
+    _RECOVERING,
+    ApprovalRuntime,
+    Call,
+    IllegalCallState,
+    S,
+    _text_id,
+)
 from settled.impl.approval._approval import CallState as State
 from settled.impl.approval._business import (
     _APPLIERS,
+    JSON,
+    TOOLS,
     BusinessStore,
     _record,
     check_token,
     fingerprint,
     normalize,
 )
-from settled.impl.approval._reconciler import LookupAnswer, LookupStatus, _parse_result, _read_record
-from settled.impl.shared._db import write
+from settled.impl.approval._reconciler import (
+    LookupAnswer,
+    LookupStatus,
+    _parse_result,
+    _read_record,
+    lookup,
+)
+from settled.impl.shared._db import DEFAULT_BUSY_TIMEOUT, write
 from settled.impl.shared._errors import CallerError, InvalidInput, LookupFailed
 
 from .._approval_adapter import ApprovalAdapter
 from . import Mutant
+from ._shipped import fork_of
 
 __all__ = ["MUTANTS"]
 
@@ -48,36 +68,45 @@ def runtime_opening(store: type[BusinessStore]) -> type[ApprovalRuntime]:
 class W6RecordInItsOwnTransaction(BusinessStore):
     """Applies the change, commits, then records the token: a crash between loses the record."""
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
-        self._hook("handler_entered")
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
         with write(self._conn) as conn:
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
-                return first
+                return first, True
             now = self._now()
             result = _APPLIERS[tool](conn, normalized, now)
-        with write(self._conn) as conn:  # the bug: a second transaction for the record
+            # bug deleted; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            # bug deleted; shipped: self._hook("before_commit")
+        with write(self._conn) as conn:  # bug: a second transaction for the record
             stored = _record(conn, token, (tool, normalized, wanted), result, now)
             self._hook("before_commit")
-        self._hook("after_commit")
-        return stored
+        return stored, False
 
 
 _W6Runtime = runtime_opening(W6RecordInItsOwnTransaction)
 
 
 # -- W3: a lookup that knows the token only --------------------------------------------------
+@fork_of(lookup)
 def lookup_by_token_only(source: str | Path | sqlite3.Connection, client_token: str, tool: str,
-                         normalized_args: Mapping[str, Any], **kwargs: Any) -> LookupAnswer:
+                         normalized_args: Mapping[str, Any], *,
+                         timeout: float = DEFAULT_BUSY_TIMEOUT) -> LookupAnswer:
     """The token is the call's identity, so its record must be the call's (it need not be)."""
     token = check_token(client_token)
-    row = _read_record(source, token, 5.0)
+    if tool not in TOOLS:
+        raise InvalidInput(f"unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
+    try:
+        wanted = fingerprint(tool, normalized_args)  # noqa: F841 (the bug drops it)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"normalized_args for {tool} are not plain JSON values ({exc}); "
+                           "pass what normalize() returned") from exc
+    row = _read_record(source, token, timeout)
     if row is None:
         return LookupAnswer(LookupStatus.ABSENT)
-    return LookupAnswer(LookupStatus.FOUND, _parse_result(token, row[2]))
+    stored_tool, stored_fingerprint, result_text = row  # noqa: RUF059 (the bug drops two)
+    # bug deleted; shipped: if stored_tool != tool or stored_fingerprint != wanted:
+    # bug deleted; shipped:     return LookupAnswer(LookupStatus.CONFLICT)
+    return LookupAnswer(LookupStatus.FOUND, _parse_result(token, result_text))
 
 
 # -- W5: arguments checkpointed as given ---------------------------------------------------------
@@ -87,17 +116,18 @@ class W5ArgumentsNotNormalized(ApprovalRuntime):
     def propose(self, session_id: str, tool: str, args: Mapping[str, Any], *,
                 run_id: str | None = None) -> Call:
         session = _text_id("session_id", session_id)
-        spec = self._tools.get(tool)
+        run = session if run_id is None else _text_id("run_id", run_id)
+        spec = self._tools.get(tool) if isinstance(tool, str) else None
         if spec is None:
-            raise InvalidInput(f"unknown tool {tool!r}")
-        normalize(tool, args)  # checked, then dropped: the bug
+            raise InvalidInput(f"unknown tool {tool!r}; use one of {', '.join(self._tools)}")
+        normalized = normalize(tool, args)  # noqa: F841 (the bug drops it)
         with self._checkpoints.session_lock(session, "propose"):
             call = self._checkpoints.insert(Call(
-                call_id=f"call-{uuid.uuid4().hex[:16]}", session_id=session,
-                run_id=run_id or session, tool=tool, client_token=f"tok-{uuid.uuid4().hex}",
-                args=dict(args), schema_fingerprint=spec.schema_fingerprint,
-                retry_safe=spec.retry_safe, deadline=self._clock() + self._ttl,
-                state=State.PENDING), "propose")
+                call_id=f"call-{uuid.uuid4().hex[:16]}", session_id=session, run_id=run,
+                tool=tool, client_token=f"tok-{uuid.uuid4().hex}",
+                args=dict(args),  # bug: checked, then the original kept; shipped: args=normalized,
+                schema_fingerprint=spec.schema_fingerprint, retry_safe=spec.retry_safe,
+                deadline=self._clock() + self._ttl, state=S.PENDING), "propose")
             self._hook("R1")
             call = self._show(call)
             self._hook("R2")
@@ -112,14 +142,15 @@ class A3FailedLookupIsAbsent(ApprovalRuntime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        ask = self._lookup
+        ask = self._lookup  # bug
 
+        # bug: a failed lookup answered as absent
         def ask_or_absent(token: str, tool: str, call_args: Mapping[str, Any]) -> LookupAnswer:
             try:
                 return ask(token, tool, call_args)
             except LookupFailed:
                 return LookupAnswer(LookupStatus.ABSENT)
-        self._lookup = ask_or_absent
+        self._lookup = ask_or_absent  # bug
 
 
 # -- A1: recovery under a new token -------------------------------------------------------------
@@ -127,13 +158,16 @@ class A1RecoveryWithANewToken(ApprovalRuntime):
     """Recovery counts as a new execution: it looks up, and re-runs under, a fresh token."""
 
     def _lookup_and_act(self, call: Call) -> Call:
+        # bug: a fresh token; shipped: return super()._lookup_and_act(call)
         return super()._lookup_and_act(
             dataclasses.replace(call, client_token=f"tok-{uuid.uuid4().hex}"))
 
     def _absent(self, call: Call) -> Call:
-        if call.cancel_requested or call.rerun_used:
+        if call.cancel_requested or call.rerun_used:  # bug
             return super()._absent(call)
-        rerun = self._update(call, "lookup_absent", _RECOVERING, State.EXECUTING, rerun_used=True)
+        # bug: the re-run under the token the lookup used, the whole method
+        rerun = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)
+        # bug; shipped: return super()._absent(call)
         return self._attempts(dataclasses.replace(rerun, client_token=call.client_token),
                               retries_allowed=False)
 
@@ -144,7 +178,7 @@ class A2DeadlineRearmedOnRestart(ApprovalRuntime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        with write(self.checkpoints.connection) as conn:
+        with write(self.checkpoints.connection) as conn:  # bug: every deadline re-armed
             conn.execute("UPDATE calls SET deadline = ? WHERE state = ?",
                          (self._clock() + self._ttl, State.PENDING.value))
 
@@ -159,19 +193,16 @@ class A4ResultRebuiltFromCurrentStock(ApprovalRuntime):
 
     def _save(self, call: Call, event: str, allowed: frozenset[State],
               result: Mapping[str, Any]) -> Call:
-        if event == "lookup_found":
-            result = self._recomputed(call) or result
+        if event == "lookup_found":  # bug: recomputed on today's rows (a dry run, rolled back)
+            conn = self.business.connection
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = dict(_APPLIERS[call.tool](conn, dict(call.args), self._clock())) or result
+            except CallerError:  # the dry run is refused now (an order already cancelled)
+                pass
+            finally:
+                conn.execute("ROLLBACK")
         return super()._save(call, event, allowed, result)
-
-    def _recomputed(self, call: Call) -> dict[str, Any] | None:
-        conn = self.business.connection
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            return dict(_APPLIERS[call.tool](conn, dict(call.args), self._clock()))
-        except CallerError:  # the dry run is refused now (an order already cancelled)
-            return None
-        finally:
-            conn.execute("ROLLBACK")
 
 
 # -- A5: automatic retries for the re-run -------------------------------------------------------
@@ -179,9 +210,13 @@ class A5RetryAfterAbsent(ApprovalRuntime):
     """The re-run after ``absent`` goes out with automatic retries on, like any transport call."""
 
     def _absent(self, call: Call) -> Call:
-        if call.cancel_requested or call.rerun_used:
-            return super()._absent(call)
-        call = self._update(call, "lookup_absent", _RECOVERING, State.EXECUTING, rerun_used=True)
+        if call.cancel_requested:
+            return self._update(call, "lookup_absent", _RECOVERING, S.CANCELLED)
+        if call.rerun_used:
+            return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
+                                error="absent after the one re-run; a person must decide")
+        call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)
+        # bug: retries on; shipped: return self._attempts(call, retries_allowed=False)
         return self._attempts(call, retries_allowed=True)
 
 
@@ -195,7 +230,8 @@ class W8PurgeForgetsInFlight(ApprovalRuntime):
     """
 
     def purge_idempotency_records(self, older_than_seconds: float) -> int:
-        return self._business.purge_idempotency_records(older_than_seconds)  # the bug
+        # bug: by age alone; shipped: return self._business.purge_idempotency_records(older_than_seconds, in_flight=self.in_flight_tokens())  # noqa: E501
+        return self._business.purge_idempotency_records(older_than_seconds)
 
 
 # -- W7: an already submitted draft ordered again ----------------------------------------------
@@ -207,10 +243,11 @@ class W7DraftOrderedAgain(BusinessStore):
     """
 
     def create_order(self, client_token: str, args: Mapping[str, Any]) -> Any:
-        draft = args.get("draft_id")
+        draft = args.get("draft_id")  # bug
+        # bug: a submitted draft is forgotten
         if draft is not None and self._conn.execute(
                 "SELECT 1 FROM orders WHERE draft_id = ?", (draft,)).fetchone() is not None:
-            args = {**args, "draft_id": None}  # the bug: the draft is not looked at
+            args = {**args, "draft_id": None}
         return super().create_order(client_token, args)
 
 
@@ -222,19 +259,18 @@ class W2ReplayAppliesAgain(BusinessStore):
     token changes the business data a second time.
     """
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
-        self._hook("handler_entered")
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
         with write(self._conn) as conn:
+            # bug deleted; shipped: first = self._first_result(conn, token, tool, wanted)
+            # bug deleted; shipped: if first is not None:
+            # bug deleted; shipped:     return first, True
             now = self._now()
-            result = _APPLIERS[tool](conn, normalized, now)  # the bug: no look at the record
+            result = _APPLIERS[tool](conn, normalized, now)
+            # bug: the record replaced, not read
             conn.execute("DELETE FROM mutation_requests WHERE client_token = ?", (token,))
             stored = _record(conn, token, (tool, normalized, wanted), result, now)
             self._hook("before_commit")
-        self._hook("after_commit")
-        return stored
+        return stored, False
 
 
 _W2Runtime = runtime_opening(W2ReplayAppliesAgain)
@@ -249,11 +285,16 @@ class A7CancelSettlesStartedCall(ApprovalRuntime):
     """
 
     def cancel(self, call_id: str) -> Call:
-        call = self.get(call_id)
-        if call.state not in (State.EXECUTING, State.RECOVERING, State.UNKNOWN):
-            return super().cancel(call_id)
         with self._locked(call_id, "cancel") as call:
-            return self._update(call, "cancel", frozenset({call.state}), State.CANCELLED)
+            if call.state in _NOT_STARTED:
+                return self._update(call, "cancel", _NOT_STARTED, S.CANCELLED)
+            if call.state in _MAY_HAVE_STARTED:
+                # bug: settled as cancelled; shipped: return self._update(call, "cancel", _MAY_HAVE_STARTED, cancel_requested=True)  # noqa: E501
+                return self._update(call, "cancel", _MAY_HAVE_STARTED, S.CANCELLED)
+            if call.state in (S.RESULT_CHECKPOINTED, S.ANSWERED):
+                raise IllegalCallState(call, "cancel", "it committed and cancel is not a "
+                                       "rollback; propose a compensating call to undo it")
+            raise IllegalCallState(call, "cancel")
 
 
 # -- R1: a restart drops approvals never shown --------------------------------------------------
@@ -266,7 +307,7 @@ class R1RestartExpiresUnshown(ApprovalRuntime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        with write(self.checkpoints.connection) as conn:
+        with write(self.checkpoints.connection) as conn:  # bug: unshown approvals expired
             conn.execute("UPDATE calls SET state = ? WHERE state = ? AND shown = 0",
                          (State.EXPIRED.value, State.PENDING.value))
 
@@ -282,10 +323,13 @@ class R2ExpiredApprovalApproves(ApprovalRuntime):
 
     def approve(self, call_id: str) -> Call:
         with self._locked(call_id, "approve") as call:
-            self._require(call, "approve", frozenset({State.PENDING}))
+            self._require(call, "approve", _PENDING)
             if not call.shown:
-                return super().approve(call_id)
-            return self._update(call, "approve", frozenset({State.PENDING}), State.APPROVED)
+                raise IllegalCallState(call, "approve", _NEVER_SHOWN)
+            # bug deleted; shipped: if self._clock() >= call.deadline:
+            # bug deleted; shipped:     self._update(call, "approve", _PENDING, S.EXPIRED)
+            # bug deleted; shipped:     raise ApprovalExpired(self.get(call_id), "approve")
+            return self._update(call, "approve", _PENDING, S.APPROVED)
 
 
 # -- W1: the record without the tool's name --------------------------------------------------
@@ -296,22 +340,18 @@ class W1RecordWithoutToolName(BusinessStore):
     token AND the tool, so a committed call is reported as a conflict, never found.
     """
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
-        self._hook("handler_entered")
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
         with write(self._conn) as conn:
-            row = conn.execute("SELECT args_fingerprint, result FROM mutation_requests WHERE "
-                               "client_token = ?", (token,)).fetchone()
-            if row is not None and row["args_fingerprint"] == wanted:
-                return json.loads(row["result"])
+            # bug: the record is read as it is written; shipped: first = self._first_result(conn, token, tool, wanted)  # noqa: E501
+            first = self._first_result(conn, token, "write", wanted)
+            if first is not None:
+                return first, True
             now = self._now()
             result = _APPLIERS[tool](conn, normalized, now)
-            stored = _record(conn, token, ("write", normalized, wanted), result, now)  # the bug
+            # bug: the generic name; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)  # noqa: E501
+            stored = _record(conn, token, ("write", normalized, wanted), result, now)
             self._hook("before_commit")
-        self._hook("after_commit")
-        return stored
+        return stored, False
 
 
 _W1Runtime = runtime_opening(W1RecordWithoutToolName)
@@ -325,21 +365,17 @@ class R4ChangeCommittedEarly(BusinessStore):
     a crash in the window the runtime believes is before the commit leaves a committed change.
     """
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
-        self._hook("handler_entered")
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
         with write(self._conn) as conn:
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
-                return first
+                return first, True
             now = self._now()
             result = _APPLIERS[tool](conn, normalized, now)
             stored = _record(conn, token, (tool, normalized, wanted), result, now)
-        self._hook("before_commit")  # the bug: already committed
-        self._hook("after_commit")
-        return stored
+            # bug deleted; shipped: self._hook("before_commit")
+        self._hook("before_commit")  # bug: already committed
+        return stored, False
 
 
 _R4Runtime = runtime_opening(R4ChangeCommittedEarly)
@@ -354,10 +390,15 @@ class A6NeverEntersHandlerTwice(ApprovalRuntime):
     """
 
     def _absent(self, call: Call) -> Call:
-        if call.cancel_requested or call.rerun_used:
-            return super()._absent(call)
-        return self._update(call, "lookup_absent", _RECOVERING, State.UNKNOWN,  # the bug
+        if call.cancel_requested:
+            return self._update(call, "lookup_absent", _RECOVERING, S.CANCELLED)
+        if call.rerun_used:
+            return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
+                                error="absent after the one re-run; a person must decide")
+        # bug: handed to a person; shipped: call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)  # noqa: E501
+        return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                             error="the handler was entered before; not entering it again")
+        # bug deleted; shipped: return self._attempts(call, retries_allowed=False)
 
 
 # -- R5: recovery re-runs a possibly committed call without a lookup ----------------------------
@@ -370,15 +411,24 @@ class R5RecoveryRerunsWithoutLookup(ApprovalRuntime):
     """
 
     def _resume(self, call: Call) -> Call:
-        if call.state is not State.EXECUTING:
-            return super()._resume(call)
-        call = self._update(call, "restart_while_executing", frozenset({State.EXECUTING}),
-                            State.RECOVERING)
-        if not self._compatible(call) or call.rerun_used or call.cancel_requested:
+        if call.state is S.PENDING:
+            if self._clock() >= call.deadline:
+                return self._update(call, "expire", _PENDING, S.EXPIRED)
+            return call if call.shown else self._show(call)
+        if call.state is S.APPROVED:
+            return self._execute_approved(call)
+        if call.state is S.EXECUTING:
+            call = self._update(call, "restart_while_executing", _EXECUTING, S.RECOVERING)
+            # bug: re-run at once, no lookup
+            if self._compatible(call) and not call.rerun_used and not call.cancel_requested:
+                call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING,
+                                    rerun_used=True)
+                return self._attempts(call, retries_allowed=False)
+        if call.state is S.RECOVERING:
             return self._lookup_and_act(call)
-        call = self._update(call, "lookup_absent", _RECOVERING, State.EXECUTING,  # the bug
-                            rerun_used=True)
-        return self._attempts(call, retries_allowed=False)
+        if call.state is S.RESULT_CHECKPOINTED:
+            return self._answer(call)
+        return call
 
 
 # -- L5: recovery that trusts the current contract ---------------------------------------------
@@ -391,7 +441,9 @@ class L5RecoveryIgnoresContractChange(ApprovalRuntime):
     """
 
     def _compatible(self, call: Call) -> bool:
-        return call.tool in self._tools  # the bug: the fingerprint is not compared
+        spec = self._tools.get(call.tool)
+        # bug: the fingerprint is not compared; shipped: return spec is not None and spec.schema_fingerprint == call.schema_fingerprint  # noqa: E501
+        return spec is not None
 
 
 # -- R6: a restart after the result checkpoint runs the call again -------------------------------
@@ -403,7 +455,7 @@ class R6RestartRefreshesResult(ApprovalRuntime):
     """
 
     def _resume(self, call: Call) -> Call:
-        if call.state is State.RESULT_CHECKPOINTED:
+        if call.state is State.RESULT_CHECKPOINTED:  # bug: run again to refresh the result
             self._business.execute(call.tool, f"refresh-{uuid.uuid4().hex}", call.args)
         return super()._resume(call)
 

@@ -12,25 +12,28 @@ product) must kill it.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
 from settled.impl.approval._approval import ApprovalRuntime, Call
 from settled.impl.approval._business import (
+    _APPLIERS,
+    JSON,
     BusinessStore,
+    _apply_create_order,
     _order_result,
     _product,
     _record,
-    check_token,
-    fingerprint,
-    normalize,
+    _resubmitted_draft,
+    _take_stock,
 )
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import NotAllowed
 
 from .._approval_system_adapter import ApprovalSystemAdapter
 from . import Mutant
+from ._shipped import fork_of
 from .approval import runtime_opening
 
 __all__ = ["MUTANTS", "LockPerCall", "ProposeOutsideTheLock", "StockUncheckedAtCommit"]
@@ -45,31 +48,29 @@ class StockUncheckedAtCommit(BusinessStore):
     commit: an oversell.
     """
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
-        if tool != "create_order":
-            return super().execute(tool, client_token, args)
-        self._hook("handler_entered")
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
         with write(self._conn) as conn:
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
-                return first
-            now = self._now()
-            result = _order_without_stock_check(conn, normalized, now)
+                return first, True
+            now = self._now()  # one instant for the business rows and the record
+            # bug: an order's own applier; shipped: result = _APPLIERS[tool](conn, normalized, now)
+            result = {**_APPLIERS, "create_order": _apply_create_order_unchecked}[tool](
+                conn, normalized, now)
             stored = _record(conn, token, (tool, normalized, wanted), result, now)
             self._hook("before_commit")
-        self._hook("after_commit")
-        return stored
+        return stored, False
 
 
-def _order_without_stock_check(conn: sqlite3.Connection, args: Any, now: float) -> Any:
-    for item in args["items"]:
-        if not _product(conn, item["sku"])["listed"]:
-            raise NotAllowed(f"sku {item['sku']!r} is not listed")
-    conn.executemany("UPDATE products SET stock = MAX(stock - ?, 0) WHERE sku = ?",  # the bug
-                     [(item["quantity"], item["sku"]) for item in args["items"]])
+@fork_of(_apply_create_order)
+def _apply_create_order_unchecked(conn: sqlite3.Connection, args: JSON, now: float) -> JSON:
+    if args["draft_id"] is not None:
+        row = conn.execute("SELECT order_id FROM orders WHERE draft_id = ?",
+                           (args["draft_id"],)).fetchone()
+        if row is not None:
+            return _resubmitted_draft(conn, row["order_id"], args)
+    # bug: listed is checked, the stock is not (clamped at zero); shipped: _take_stock(conn, args["items"])
+    _take_stock_unchecked(conn, args["items"])
     count = conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0]
     order_id = f"ord-{count + 1:06d}"
     conn.execute("INSERT INTO orders (order_id, customer, status, draft_id, created_at) "
@@ -77,6 +78,21 @@ def _order_without_stock_check(conn: sqlite3.Connection, args: Any, now: float) 
     conn.executemany("INSERT INTO order_lines (order_id, sku, quantity) VALUES (?, ?, ?)",
                      [(order_id, item["sku"], item["quantity"]) for item in args["items"]])
     return _order_result(conn, order_id)
+
+
+@fork_of(_take_stock)
+def _take_stock_unchecked(conn: sqlite3.Connection, items: list[JSON]) -> None:
+    for item in items:
+        product = _product(conn, item["sku"])
+        if not product["listed"]:
+            raise NotAllowed(f"sku {item['sku']!r} is not listed; nothing was changed, "
+                             "list the product before ordering it")
+        # bug deleted; shipped: if product["stock"] < item["quantity"]:
+        # bug deleted; shipped:     raise InsufficientStock(item["sku"], item["quantity"], product["stock"])
+    conn.executemany(
+        # bug: clamped at zero; shipped: "UPDATE products SET stock = stock - ? WHERE sku = ?",
+        "UPDATE products SET stock = MAX(stock - ?, 0) WHERE sku = ?",
+                     [(item["quantity"], item["sku"]) for item in items])
 
 
 _Runtime = runtime_opening(StockUncheckedAtCommit)
@@ -93,7 +109,8 @@ class LockPerCall(ApprovalRuntime):
 
     @contextmanager
     def _locked(self, call_id: str, action: str) -> Iterator[Call]:
-        with self._checkpoints.session_lock(call_id, action):  # the bug: the call's id
+        # bug: the call's id; shipped: with self._checkpoints.session_lock(self.get(call_id).session_id, action):  # noqa: E501
+        with self._checkpoints.session_lock(call_id, action):
             yield self.get(call_id)
 
 
@@ -107,14 +124,15 @@ class ProposeOutsideTheLock(ApprovalRuntime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        store, locking = self._checkpoints, self._checkpoints.session_lock
+        store, locking = self._checkpoints, self._checkpoints.session_lock  # bug
 
+        # bug: propose takes no lock
         def session_lock(session_id: str, operation: str) -> AbstractContextManager[None]:
-            if operation == "propose":  # the bug
+            if operation == "propose":
                 return nullcontext()
             return locking(session_id, operation)
 
-        store.session_lock = session_lock  # type: ignore[method-assign, assignment]
+        store.session_lock = session_lock  # type: ignore[method-assign, assignment]  # bug
 
 
 MUTANTS: list[Mutant] = [

@@ -21,16 +21,14 @@ from typing import Any
 from settled.impl.approval._approval import ApprovalRuntime, Call, CallState
 from settled.impl.approval._business import (
     _APPLIERS,
+    JSON,
     BusinessStore,
     _record,
     canonical_json,
-    check_token,
-    fingerprint,
-    normalize,
 )
 from settled.impl.ledger._ledger import Entry, LedgerRuntime
-from settled.impl.query._values import iso
-from settled.impl.query._worker import Worker
+from settled.impl.query._values import iso, task_row
+from settled.impl.query._worker import SETTLED_PHASE, Worker
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import NotAllowed
 from settled.model.query import QueryState as S
@@ -53,8 +51,10 @@ class Q12CountedBeforeSubmitting(Worker):
     def begin_submit(self, query_id: str) -> S:
         with self._fenced(query_id) as (conn, row):
             self._require(row, "begin_submit", S.QUEUED)
+            # bug: counted first; shipped: state = self._step(conn, row, "begin_submit", S.SUBMITTING, {"submissions": row["submissions"] + 1, "submit_epoch": row["lease_epoch"]})  # noqa: E501
             conn.execute("UPDATE queries SET submissions = ?, submit_epoch = ? WHERE query_id = ?",
                          (row["submissions"] + 1, row["lease_epoch"], query_id))
+        # bug: the step in a second transaction
         with self._fenced(query_id) as (conn, row):
             state = self._step(conn, row, "begin_submit", S.SUBMITTING)
         self._crash.hit("after_submitting_commit")
@@ -70,22 +70,25 @@ class Q25NotificationAfterTheOutcome(Worker):
 
     def _settle(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S, *,
                 result: Mapping[str, Any] | None = None, error: str | None = None) -> S:
-        self._deferring = True
-        try:
-            return super()._settle(conn, row, trigger, to_state, result=result, error=error)
-        finally:
-            self._deferring = False
-
-    def _queue_in(self, conn: sqlite3.Connection, query_id: str,  # type: ignore[override]
-                  now: str) -> str | None:
-        if getattr(self, "_deferring", False):
-            self._owed = [*getattr(self, "_owed", []), query_id]
-            return None
-        return Worker._queue_in(conn, query_id, now)
+        task = task_row(conn, row["task_id"])
+        moved = (task["condition_version"] == row["authorized_version"]
+                 and not task["awaiting_clarification"])
+        if moved:
+            conn.execute("UPDATE tasks SET phase = ? WHERE task_id = ?",
+                         (SETTLED_PHASE[to_state], row["task_id"]))
+        ref = (f"{self.platform.TARGET}/{self.platform.TARGET_VERSION}/{row['query_id']}"
+               if result is not None else None)
+        state = self._step(conn, row, trigger, to_state, {
+            "phase_moved": int(moved), "result_ref": ref,
+            "result_json": None if result is None else json.dumps(result, ensure_ascii=False),
+            "error": error, "settled_at": iso(self._now())})
+        # bug: owed, queued after the commit; shipped: self._queue_in(conn, row["query_id"], iso(self._now()))
+        self._owed = [*getattr(self, "_owed", []), row["query_id"]]
+        return state
 
     def _after_commit(self, query_id: str, state: S) -> S:
-        owed, self._owed = getattr(self, "_owed", []), []
-        for qid in owed:
+        owed, self._owed = getattr(self, "_owed", []), []  # bug
+        for qid in owed:  # bug: each notification in a transaction of its own
             with write(self._conn) as conn:
                 Worker._queue_in(conn, qid, iso(self._now()))
         return super()._after_commit(query_id, state)
@@ -97,22 +100,18 @@ class W6RecordAfterTheChangeUnhooked(BusinessStore):
     crash hooks stay where they were (inside the first, after the second), so no named
     point falls between: a crash there keeps the change with no record of it."""
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> Any:
-        self._hook("handler_entered")
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
         with write(self._conn) as conn:
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
-                return first
-            now = self._now()
+                return first, True
+            now = self._now()  # one instant for the business rows and the record
             result = _APPLIERS[tool](conn, normalized, now)
+            # bug deleted; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)
             self._hook("before_commit")
-        with write(self._conn) as conn:  # the bug: the record in a transaction of its own
+        with write(self._conn) as conn:  # bug: the record in a transaction of its own
             stored = _record(conn, token, (tool, normalized, wanted), result, now)
-        self._hook("after_commit")
-        return stored
+        return stored, False
 
 
 # -- approval: the runtime -----------------------------------------------------------------------
@@ -123,12 +122,13 @@ class R6ResultAfterItsState(ApprovalRuntime):
 
     def _save(self, call: Call, event: str, allowed: frozenset[CallState],
               result: Mapping[str, Any]) -> Call:
+        # bug: the state first; shipped: call = self._update(call, event, allowed, S.RESULT_CHECKPOINTED, result=result)  # noqa: E501
         call = self._update(call, event, allowed, CallState.RESULT_CHECKPOINTED)
-        conn = self._checkpoints._conn
-        with write(conn):
+        conn = self._checkpoints._conn  # bug
+        with write(conn):  # bug: the result in a second transaction
             conn.execute("UPDATE calls SET result = ? WHERE call_id = ?",
                          (json.dumps(dict(result)), call.call_id))
-        call = self.get(call.call_id)
+        call = self.get(call.call_id)  # bug
         self._hook("R6")
         return self._answer(call)
 
@@ -145,8 +145,9 @@ class L4PairedBeforeItsResult(LedgerRuntime):
             moved = conn.execute("UPDATE ledger SET state = 'paired' WHERE call_id = ? AND "
                                  "state = ?", (entry.call_id, entry.state)).rowcount
             if not moved:
-                raise NotAllowed(f"call {entry.call_id!r} moved while it was being paired")
-        with write(self._conn) as conn:  # the bug: the result node in a transaction of its own
+                raise NotAllowed(f"call {entry.call_id!r} moved while it was being paired; "
+                                 "nothing was changed, read it again")
+        with write(self._conn) as conn:  # bug: the result node in a transaction of its own; shipped:
             leaf = conn.execute("SELECT leaf_id FROM sessions WHERE session_id = ?",
                                 (entry.session_id,)).fetchone()["leaf_id"]
             node = f"node-{uuid.uuid4().hex[:16]}"

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from settled.impl.approval._business import canonical_json, fingerprint
-from settled.impl.ledger._ledger import Entry, LedgerRuntime
+from settled.impl.ledger._ledger import Entry, LedgerRuntime, _text_id
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import IdempotencyConflict, InvalidInput
 
@@ -30,9 +30,19 @@ class L4PairsOnlyTheLastCall(LedgerRuntime):
     tool result, so the turn was answered" — the earlier calls stay unpaired."""
 
     def unpaired_calls(self, session_id: str) -> list[Entry]:
-        calls = self._calls_of_latest(session_id)
-        last = calls[-1:] if calls else []
-        return [e for e in last if e.state in ("registered", "recovering")]
+        session = self._session(_text_id("session_id", session_id))["session_id"]
+        message = self._conn.execute(
+            "SELECT message_id FROM ledger WHERE session_id = ? ORDER BY registered_at DESC, "
+            "rowid DESC LIMIT 1", (session,)).fetchone()
+        if message is None:
+            return []
+        rows = self._conn.execute(
+            # bug: the last call only; shipped: "SELECT call_id FROM ledger WHERE message_id = ? AND state IN ('registered', "  # noqa: E501
+            "SELECT call_id FROM (SELECT call_id, state FROM ledger WHERE message_id = ? "
+            "ORDER BY position DESC LIMIT 1) WHERE state IN ('registered', "  # bug
+            # bug; shipped: "'recovering') ORDER BY position", (message["message_id"],)).fetchall()
+            "'recovering')", (message["message_id"],)).fetchall()
+        return [self.entry(r["call_id"]) for r in rows]
 
 
 class L2RecoveryMintsANewOperationId(LedgerRuntime):
@@ -40,7 +50,7 @@ class L2RecoveryMintsANewOperationId(LedgerRuntime):
 
     def _continue_call(self, entry: Entry) -> None:
         super()._continue_call(entry)
-        with self._conn:
+        with self._conn:  # bug: a new operation id
             self._conn.execute("UPDATE ledger SET operation_id = ? WHERE call_id = ?",
                                (f"op-{uuid.uuid4().hex}", entry.call_id))
 
@@ -50,8 +60,9 @@ class L5UpgradeReportedNotExecuted(LedgerRuntime):
     contract and answers "invalid parameters, not executed" — for a call that may have run."""
 
     def recover_call(self, session_id: str, call_id: str) -> Entry:
-        entry = self._entry_of(session_id, call_id)
-        contract = self._contracts.get(entry.tool)
+        entry = self._entry_of(session_id, call_id)  # bug
+        contract = self._contracts.get(entry.tool)  # bug
+        # bug: validated against the new contract
         if entry.state == "recovering" and entry.receipt == "none" and contract is not None \
                 and not entry.read_only and not self._same_contract(entry):
             try:
@@ -77,7 +88,8 @@ class L3ChangedParametersAccepted(LedgerRuntime):
 
     def redeliver(self, session_id: str, call_id: str, tool: str, args: Mapping[str, Any], *,
                   param_fingerprint: str | None = None) -> Entry:
-        try:
+        # bug deleted; shipped: return super().redeliver(session_id, call_id, tool, args, param_fingerprint=param_fingerprint)  # noqa: E501
+        try:  # bug: a conflict taken for an update
             return super().redeliver(session_id, call_id, tool, args,
                                      param_fingerprint=param_fingerprint)
         except IdempotencyConflict:

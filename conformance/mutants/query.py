@@ -39,11 +39,19 @@ from settled.impl.query._store import (
     query_row,
     task_row,
 )
+from settled.impl.query._values import (
+    _DRAFT_STATES,
+    PHASE_OPEN,
+    _json,
+    _why_not,
+    require_conditions,
+    require_version,
+)
 from settled.impl.query._worker import Worker
 from settled.impl.shared._db import write
-from settled.impl.shared._errors import MessagePending, NotAllowed
+from settled.impl.shared._errors import MessagePending, NotAllowed, StaleLease, StaleVersion
 from settled.impl.shared._ids import require_id
-from settled.model.query import LIVE, MAX_SUBMISSIONS
+from settled.model.query import LIVE, MAX_SUBMISSIONS, QueryState
 from settled.model.query import QueryState as S
 
 from .._query_adapter import QueryAdapter
@@ -83,7 +91,7 @@ class LostResponseIsFailed(Worker):
               updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
         # Hooked where the outcome is recorded: the same effect as the buggy
         # except branch in call_submit, without copying the whole call.
-        if trigger == "submit_unanswered":
+        if trigger == "submit_unanswered":  # bug
             return self._settle(conn, row, "submit_rejected", S.FAILED,
                                 error="the platform did not answer the submission")
         return super()._step(conn, row, trigger, to_state, updates, fault)
@@ -103,9 +111,12 @@ class RetryUnderNewId(Worker):
         row = self._held_row(self._conn, query_id)
         self._require(row, "call_submit", S.SUBMITTING)
         if row["submit_epoch"] != row["lease_epoch"]:
-            raise NotAllowed(f"query {query_id!r} is possibly submitted; look it up first (Q13)")
-        attempt = row["submissions"] - 1
-        platform_id = query_id if attempt == 0 else f"{query_id}-retry{attempt}"  # the bug
+            raise NotAllowed(f"query {query_id!r} was left submitting by lease_epoch "
+                             f"{row['submit_epoch']}: it is possibly submitted, look it up "
+                             "before any resubmission (Q13)")
+        attempt = row["submissions"] - 1  # bug
+        platform_id = query_id if attempt == 0 else f"{query_id}-retry{attempt}"  # bug
+        # bug; shipped: answer, fault = self._submit(query_id, row["sql"])
         answer, fault = self._submit(platform_id, row["sql"])
         self._crash.hit("after_platform_stored")
         with self._fenced(query_id) as (conn, row):
@@ -131,7 +142,7 @@ class LookupTimeoutIsNotFound(Worker):
     def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
               updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
         # Hooked where the outcome is recorded, as above: lookup() itself is unchanged.
-        if trigger == "lookup_timeout":
+        if trigger == "lookup_timeout":  # bug
             return super()._step(conn, row, "lookup_not_found", S.NOT_FOUND, updates)
         return super()._step(conn, row, trigger, to_state, updates, fault)
 
@@ -147,8 +158,9 @@ class FourthSubmission(Worker):
         with self._fenced(query_id) as (conn, row):
             self._require(row, "resubmit", S.NOT_FOUND)
             if row["cancel_state"] != "none":
-                raise NotAllowed(f"cannot resubmit query {query_id!r}: a cancel is requested")
-            if row["submissions"] > MAX_SUBMISSIONS:  # the bug: >= was meant
+                raise NotAllowed(f"cannot resubmit query {query_id!r}: a cancel is requested; "
+                                 "settle the cancel instead (Q16, Q21)")
+            if row["submissions"] > MAX_SUBMISSIONS:  # bug, >= was meant; shipped: if row["submissions"] >= MAX_SUBMISSIONS:  # noqa: E501
                 state = self._settle(conn, row, "resubmit", S.EXHAUSTED)
             else:
                 state = self._step(conn, row, "resubmit", S.SUBMITTING, {
@@ -170,13 +182,13 @@ class RecoveryResubmits(Worker):
     """
 
     def lookup(self, query_id: str) -> S:
-        row = self._held_row(self._conn, query_id)
-        if row["execution_state"] != S.SUBMITTING or row["submit_epoch"] == row["lease_epoch"]:
+        row = self._held_row(self._conn, query_id)  # bug
+        if row["execution_state"] != S.SUBMITTING or row["submit_epoch"] == row["lease_epoch"]:  # bug
             return super().lookup(query_id)
-        with self._fenced(query_id) as (conn, row):
+        with self._fenced(query_id) as (conn, row):  # bug
             self._step(conn, row, "begin_submit", S.SUBMITTING, {
                 "submissions": row["submissions"] + 1, "submit_epoch": row["lease_epoch"]})
-        return self.call_submit(query_id)
+        return self.call_submit(query_id)  # bug; shipped: return super().lookup(query_id)
 
 
 class SubmittingAfterCall(Worker):
@@ -191,28 +203,36 @@ class SubmittingAfterCall(Worker):
     """
 
     def begin_submit(self, query_id: str) -> S:
-        row = self._held_row(self._conn, query_id)
-        if row["execution_state"] == S.QUEUED:
+        row = self._held_row(self._conn, query_id)  # bug
+        if row["execution_state"] == S.QUEUED:  # bug: sent before the commit
             # call_submit will send it again (de-duplicated) and record that answer
-            self._submit(query_id, row["sql"])  # the bug: before the commit
+            self._submit(query_id, row["sql"])
         return super().begin_submit(query_id)
 
 
 class StaleEpochWriteAccepted(Worker):
     """Q11 broken: a worker's write is fenced on "I claimed it", not on "my claim is current".
 
-    How it gets written: the lease check looks the query up in the worker's
-    own ``held`` map and stops there; the epoch in the row is never compared.
-    A paused worker whose lease was taken over wakes up and overwrites the
-    new owner's state.
+    How it gets written: the lease check compares the epochs the wrong way
+    round ("my claim must not be older than... newer than the row"), so the
+    epoch of a takeover, always greater than the worker's own, passes. A
+    paused worker whose lease was taken over wakes up and overwrites the new
+    owner's state.
     """
 
     def _held_row(self, conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
         require_id("query_id", query_id)
         row = query_row(conn, query_id)
-        if query_id not in self.held:
-            raise NotAllowed(f"worker {self.name!r} holds no lease on query {query_id!r}")
-        return row  # the bug: row["lease_epoch"] is never compared with held
+        mine = self.held.get(query_id)
+        if mine is None:
+            raise NotAllowed(f"worker {self.name!r} holds no lease on query {query_id!r}; claim "
+                             "it first (Q11)")
+        if row["lease_epoch"] < mine:  # bug; shipped: if row["lease_epoch"] != mine:
+            raise StaleLease(f"worker {self.name!r} claimed query {query_id!r} with lease_epoch "
+                             f"{mine}, the row is at lease_epoch {row['lease_epoch']} (taken over "
+                             f"by {row['lease_owner']!r}); nothing was written, leave the query to "
+                             "the current owner (Q11)")
+        return row
 
 
 class CancelOverridesSuccess(Worker):
@@ -227,7 +247,7 @@ class CancelOverridesSuccess(Worker):
     def _record_evidence(self, conn: sqlite3.Connection, row: sqlite3.Row, found: bool,
                          status: PlatformStatus | None, result: Mapping[str, Any] | None,
                          error: str | None) -> S:
-        if row["cancel_state"] == "requested" and status is PlatformStatus.SUCCEEDED:
+        if row["cancel_state"] == "requested" and status is PlatformStatus.SUCCEEDED:  # bug
             return self._settle(conn, row, "cancel_confirmed", S.CANCELLED)
         return super()._record_evidence(conn, row, found, status, result, error)
 
@@ -244,8 +264,9 @@ class LateResultMovesPhase(Worker):
 
     def _settle(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S, *,
                 result: Mapping[str, Any] | None = None, error: str | None = None) -> S:
-        current = task_row(conn, row["task_id"])["condition_version"]
-        as_read = {**dict(row), "authorized_version": current}  # the bug: not the query's own
+        current = task_row(conn, row["task_id"])["condition_version"]  # bug
+        as_read = {**dict(row), "authorized_version": current}  # bug: not the query's own version
+        # bug; shipped: return super()._settle(conn, row, trigger, to_state, result=result, error=error)
         return super()._settle(conn, cast(sqlite3.Row, as_read), trigger, to_state, result=result,
                                error=error)
 
@@ -261,15 +282,27 @@ class CancelWithoutEvidence(QueryStore):
     """
 
     def cancel(self, query_id: str) -> Query:
-        state = self.query(query_id).state
-        if state not in LIVE or state is S.QUEUED:
-            return super().cancel(query_id)
+        require_id("query_id", query_id)
         now = self._now()
         with write(self._conn) as conn:
-            apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
-                       to_state=S.CANCELLED, at=now,
-                       updates={"cancel_state": "requested", "settled_at": now})
+            query = query_row(conn, query_id)
+            state = QueryState(query["execution_state"])
+            if state in (QueryState.AWAITING, QueryState.QUEUED):
+                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
+                           to_state=QueryState.CANCELLED, at=now, updates={"settled_at": now})
+            elif state in LIVE:
+                if query["cancel_state"] == "requested":
+                    raise NotAllowed(f"cannot cancel query {query_id!r}: a cancel is already "
+                                     f"requested and it is {state.value}; wait for the worker to "
+                                     "settle it on the platform's evidence (Q21)")
+                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
+                           # bug: settled at once; shipped: to_state=state, at=now, updates={"cancel_state": "requested"})  # noqa: E501
+                           to_state=QueryState.CANCELLED, at=now, updates={"cancel_state": "requested", "settled_at": now})  # noqa: E501
+            else:
+                raise NotAllowed(f"cannot cancel query {query_id!r}: it is {state.value}"
+                                 f"{_why_not(state, '; it is settled, there is nothing to cancel')}")
         return self.query(query_id)
+
 
 
 class ReconfirmRequeues(QueryStore):
@@ -284,21 +317,21 @@ class ReconfirmRequeues(QueryStore):
 
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
                 instruction_quote: str, message_id: str, run_id: str) -> Query:
-        state = self.query(query_id).state
-        if state not in LIVE:
-            return super().confirm(query_id, draft_version, condition_version, instruction_quote,
-                                   message_id, run_id)
-        with write(self._conn) as conn:
-            query = query_row(conn, query_id)
-            _check_versions(query, draft_version, condition_version)
-            _check_message(query, message_row(conn, message_id), instruction_quote)
-            task = task_row(conn, query["task_id"])
-            apply_step(conn, query_id, trigger="confirm", params=CONFIRM_PARAMS, from_state=state,
-                       to_state=S.QUEUED, at=self._now(),
-                       updates={"authorized_version": task["condition_version"],
-                                "confirmation_message_id": message_id,
-                                "budget_message_id": message_id})
-        return self.query(query_id)
+        state = self.query(query_id).state  # bug
+        if state in LIVE:  # bug: the first confirmation's path, again
+            with write(self._conn) as conn:
+                query = query_row(conn, query_id)
+                _check_versions(query, draft_version, condition_version)
+                _check_message(query, message_row(conn, message_id), instruction_quote)
+                task = task_row(conn, query["task_id"])
+                apply_step(conn, query_id, trigger="confirm", params=CONFIRM_PARAMS,
+                           from_state=state, to_state=S.QUEUED, at=self._now(),
+                           updates={"authorized_version": task["condition_version"],
+                                    "confirmation_message_id": message_id,
+                                    "budget_message_id": message_id})
+            return self.query(query_id)
+        return super().confirm(query_id, draft_version, condition_version, instruction_quote,
+                               message_id, run_id)
 
 
 class PartialQuoteAccepted(QueryStore):
@@ -311,9 +344,9 @@ class PartialQuoteAccepted(QueryStore):
 
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
                 instruction_quote: str, message_id: str, run_id: str) -> Query:
-        text = self.message(message_id).text
-        if instruction_quote.strip() and instruction_quote.strip() in text:
-            instruction_quote = text  # the bug: a part is taken for the whole
+        text = self.message(message_id).text  # bug
+        if instruction_quote.strip() and instruction_quote.strip() in text:  # bug
+            instruction_quote = text  # a part is taken for the whole
         return super().confirm(query_id, draft_version, condition_version, instruction_quote,
                                message_id, run_id)
 
@@ -330,9 +363,10 @@ class NotificationAuthorizes(QueryStore):
 
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
                 instruction_quote: str, message_id: str, run_id: str) -> Query:
+        # bug
         note = self._conn.execute("SELECT budget_message_id, text FROM notifications "
                                   "WHERE message_id = ?", (message_id,)).fetchone()
-        if note is not None and instruction_quote.strip() == note["text"].strip():
+        if note is not None and instruction_quote.strip() == note["text"].strip():  # bug
             origin = self.message(note["budget_message_id"])  # the bug: its author speaks for it
             message_id, instruction_quote = origin.message_id, origin.text
         return super().confirm(query_id, draft_version, condition_version, instruction_quote,
@@ -349,17 +383,25 @@ class ConditionUpdateKeepsDrafts(QueryStore):
 
     @staticmethod
     def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
-        version = task_row(conn, task_id)["condition_version"]
+        # Pending drafts lose their right to be confirmed (T2); authorized
+        # queries keep their version and only see the task move on (Q23).
         rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE task_id = ? "
                             "ORDER BY created_at, query_id", (task_id,)).fetchall()
         for row in rows:
-            state = S(row["execution_state"])
-            if state in (S.DRAFTED, S.AWAITING):  # the bug: re-stamped, not invalidated
-                conn.execute("UPDATE queries SET condition_version = ? WHERE query_id = ?",
-                             (version, row["query_id"]))
+            state = QueryState(row["execution_state"])
+            if state in _DRAFT_STATES:
+                # bug: re-stamped, not invalidated; shipped: target = QueryState.INVALIDATED
+                conn.execute("UPDATE queries SET condition_version = (SELECT condition_version "
+                             "FROM tasks WHERE task_id = ?) WHERE query_id = ?",
+                             (task_id, row["query_id"]))
+                continue  # bug
             elif state in LIVE:
-                apply_step(conn, row["query_id"], trigger="condition_updated", params={},
-                           from_state=state, to_state=state, at=now)
+                target = state
+            else:
+                continue
+            apply_step(conn, row["query_id"], trigger="condition_updated", params={},
+                       from_state=state, to_state=target, at=now)
+
 
 
 class RerunDeduplicatedBySql(QueryStore):
@@ -372,7 +414,7 @@ class RerunDeduplicatedBySql(QueryStore):
     """
 
     def request_query(self, task_id: str, sql: str, replaces_query_id: str | None = None) -> Query:
-        if replaces_query_id is None:
+        if replaces_query_id is None:  # bug
             states = tuple(s.value for s in (S.AWAITING, *LIVE))
             row = self._conn.execute(
                 f"SELECT query_id FROM queries WHERE task_id = ? AND sql = ? AND execution_state "
@@ -393,9 +435,10 @@ class StatusShowsResult(QueryStore):
 
     def status(self, query_id: str, message_id: str) -> QueryStatus:
         answer = super().status(query_id, message_id)
-        if not answer.result_withheld:
+        if not answer.result_withheld:  # bug
             return answer
-        stored = query_row(self._conn, query_id)["result_json"]
+        stored = query_row(self._conn, query_id)["result_json"]  # bug
+        # bug: always handed over; shipped: return answer
         return dataclasses.replace(answer, result=json.loads(stored), result_withheld=False)
 
 
@@ -411,11 +454,11 @@ class RedeliveryTakesNewClock(QueryStore):
                         clock: tuple[datetime, str], message_id: str | None = None,
                         task_id: str | None = None) -> Message:
         message = super().receive_message(session_id, user_id, text, clock, message_id, task_id)
-        if message_id is not None:
-            with write(self._conn) as conn:  # the bug: the delivery's clock overwrites the first
+        if message_id is not None:  # bug: the delivery's clock overwrites the first
+            with write(self._conn) as conn:
                 conn.execute("UPDATE messages SET request_clock_utc = ?, time_zone = ? "
                              "WHERE message_id = ?", (iso(clock[0]), clock[1], message_id))
-        return self.message(message.message_id)
+        return self.message(message.message_id)  # bug; shipped: return message
 
 
 class NotificationClockIsNow(Worker):
@@ -430,7 +473,7 @@ class NotificationClockIsNow(Worker):
     @staticmethod
     def _queue_in(conn: sqlite3.Connection, query_id: str, now: str) -> str | None:
         made = Worker._queue_in(conn, query_id, now)
-        if made is not None:  # the bug: the clock of the moment it is queued
+        if made is not None:  # bug: the clock of the moment it is queued
             conn.execute("UPDATE notifications SET request_clock_utc = ? WHERE query_id = ?",
                          (now, query_id))
         return made
@@ -446,14 +489,15 @@ class SqlTaggedBeforeSubmit(Worker):
     """
 
     def call_submit(self, query_id: str) -> S:
-        platform = self.platform
-        original = platform.submit
+        platform = self.platform  # bug
+        original = platform.submit  # bug
 
+        # bug
         def tagged(qid: str, sql: str, fingerprint_extra: str = "") -> SubmitAnswer:
             return original(qid, f"{sql} -- settled worker {self.name}", fingerprint_extra)
 
-        platform.submit = tagged  # type: ignore[method-assign,assignment]
-        try:
+        platform.submit = tagged  # type: ignore[method-assign,assignment]  # bug
+        try:  # bug; shipped: return super().call_submit(query_id)
             return super().call_submit(query_id)
         finally:
             del platform.submit
@@ -469,7 +513,7 @@ class RejectionIsUnknown(Worker):
 
     def _settle(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S, *,
                 result: Mapping[str, Any] | None = None, error: str | None = None) -> S:
-        if trigger == "submit_rejected":
+        if trigger == "submit_rejected":  # bug
             return self._step(conn, row, "submit_unanswered", S.UNKNOWN, fault="error")
         return super()._settle(conn, row, trigger, to_state, result=result, error=error)
 
@@ -484,10 +528,11 @@ class BusyIsRejection(Worker):
     """
 
     def _submit(self, query_id: str, sql: str) -> tuple[SubmitAnswer | None, str | None]:
-        answer, fault = super()._submit(query_id, sql)
-        if fault == "busy":  # the bug: a status answer taken for a verdict
+        answer_and_fault = super()._submit(query_id, sql)
+        answer, fault = answer_and_fault  # bug
+        if fault == "busy":  # bug: a status answer taken for a verdict
             return SubmitAnswer(accepted=False, reason="the platform answered 503"), None
-        return answer, fault
+        return answer, fault  # bug; shipped: return answer_and_fault
 
 
 class WorkerClearsCancelIntent(Worker):
@@ -500,8 +545,8 @@ class WorkerClearsCancelIntent(Worker):
 
     def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
               updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
-        if trigger in ("lookup_running", "lookup_timeout", "submit_answered"):
-            updates = {**(updates or {}), "cancel_state": "none"}  # the bug
+        if trigger in ("lookup_running", "lookup_timeout", "submit_answered"):  # bug
+            updates = {**(updates or {}), "cancel_state": "none"}
         return super()._step(conn, row, trigger, to_state, updates, fault)
 
 
@@ -514,12 +559,26 @@ class QueuedCancelOnlyRequested(QueryStore):
     """
 
     def cancel(self, query_id: str) -> Query:
-        if self.query(query_id).state is not S.QUEUED:
-            return super().cancel(query_id)
+        require_id("query_id", query_id)
+        now = self._now()
         with write(self._conn) as conn:
-            apply_step(conn, query_id, trigger="cancel", params={}, from_state=S.QUEUED,
-                       to_state=S.QUEUED, at=self._now(), updates={"cancel_state": "requested"})
+            query = query_row(conn, query_id)
+            state = QueryState(query["execution_state"])
+            if state is QueryState.AWAITING:  # bug; shipped: if state in (QueryState.AWAITING, QueryState.QUEUED):  # noqa: E501
+                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
+                           to_state=QueryState.CANCELLED, at=now, updates={"settled_at": now})
+            elif state in LIVE:
+                if query["cancel_state"] == "requested":
+                    raise NotAllowed(f"cannot cancel query {query_id!r}: a cancel is already "
+                                     f"requested and it is {state.value}; wait for the worker to "
+                                     "settle it on the platform's evidence (Q21)")
+                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
+                           to_state=state, at=now, updates={"cancel_state": "requested"})
+            else:
+                raise NotAllowed(f"cannot cancel query {query_id!r}: it is {state.value}"
+                                 f"{_why_not(state, '; it is settled, there is nothing to cancel')}")
         return self.query(query_id)
+
 
 
 class FailedCheckAwaits(QueryStore):
@@ -532,11 +591,11 @@ class FailedCheckAwaits(QueryStore):
 
     def request_query(self, task_id: str, sql: str, replaces_query_id: str | None = None) -> Query:
         query = super().request_query(task_id, sql, replaces_query_id)
-        if query.state is S.CHECK_FAILED:
+        if query.state is S.CHECK_FAILED:  # bug
             with write(self._conn) as conn:
                 conn.execute("UPDATE queries SET execution_state = ? WHERE query_id = ?",
                              (S.AWAITING.value, query.query_id))
-        return self.query(query.query_id)
+        return self.query(query.query_id)  # bug; shipped: return query
 
 
 class DraftVersionNotChecked(QueryStore):
@@ -549,7 +608,8 @@ class DraftVersionNotChecked(QueryStore):
 
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
                 instruction_quote: str, message_id: str, run_id: str) -> Query:
-        current = self.query(query_id).draft_version  # the bug: the caller's version is ignored
+        current = self.query(query_id).draft_version  # bug: the caller's version is ignored
+        # bug; shipped: return super().confirm(query_id, draft_version, condition_version, instruction_quote, message_id, run_id)  # noqa: E501
         return super().confirm(query_id, current, condition_version, instruction_quote,
                                message_id, run_id)
 
@@ -565,16 +625,35 @@ class PendingMessageIgnored(QueryStore):
     @staticmethod
     def _confirmable(conn: sqlite3.Connection, query: sqlite3.Row,
                      message: sqlite3.Row) -> sqlite3.Row:
-        qid = query["query_id"]
-        if message["attribution"] != "attributed" or message["task_id"] != query["task_id"]:
-            raise NotAllowed(f"cannot confirm query {qid!r} with message {message['message_id']!r}")
-        task = task_row(conn, query["task_id"])
+        qid, task_id = query["query_id"], query["task_id"]
+        if message["attribution"] != "attributed":
+            raise MessagePending(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
+                                 f"is {message['attribution']}, not yet attributed to a task; "
+                                 "attribute it, then ask for confirmation again (Q9)")
+        if message["task_id"] != task_id:
+            raise NotAllowed(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
+                             f"belongs to task {message['task_id']!r}, the query to {task_id!r}; "
+                             "confirm a draft of the message's own task (Q6)")
+        task = task_row(conn, task_id)
         if task["condition_version"] != query["condition_version"]:
-            raise NotAllowed(f"cannot confirm query {qid!r}: drafted at another condition version")
-        # the bug: no look at the session's other, unattributed messages
+            raise StaleVersion(f"cannot confirm query {qid!r}: it was drafted at condition version "
+                               f"{query['condition_version']}, the task is at "
+                               f"{task['condition_version']}; draft again (Q6)")
+        blocking = conn.execute(
+            "SELECT message_id, attribution FROM messages WHERE session_id = ? AND kind = 'user' "
+            # bug: only the quoted message; shipped: "AND attribution IN ('pending', 'failed') AND message_id != ? ORDER BY seq",  # noqa: E501
+            "AND attribution IN ('pending', 'failed') AND message_id = ? ORDER BY seq",
+            (query["session_id"], message["message_id"])).fetchall()
+        if blocking:
+            names = ", ".join(f"{r['message_id']!r} ({r['attribution']})" for r in blocking)
+            raise MessagePending(f"cannot confirm query {qid!r}: message(s) {names} of session "
+                                 f"{query['session_id']!r} are not attributed yet; attribute them, "
+                                 "then ask the user to confirm again (Q9, Q10)")
         if not query["check_ok"] or query["cancel_state"] != "none" or query["submissions"]:
-            raise NotAllowed(f"cannot confirm query {qid!r}: not a pending, checked draft")
+            raise NotAllowed(f"cannot confirm query {qid!r}: it did not pass its check, has a "
+                             "cancel request or was submitted (Q6)")
         return task
+
 
 
 class AuthorizationFollowsTask(QueryStore):
@@ -588,8 +667,9 @@ class AuthorizationFollowsTask(QueryStore):
     @staticmethod
     def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
         QueryStore._log_condition_update(conn, task_id, now)
-        version = task_row(conn, task_id)["condition_version"]
-        states = tuple(s.value for s in LIVE)
+        version = task_row(conn, task_id)["condition_version"]  # bug
+        states = tuple(s.value for s in LIVE)  # bug
+        # bug
         conn.execute(f"UPDATE queries SET authorized_version = ? WHERE task_id = ? AND "
                      f"execution_state IN ({', '.join('?' * len(states))})",
                      (version, task_id, *states))
@@ -604,12 +684,13 @@ class RevisionKeepsOldDraft(QueryStore):
     """
 
     def request_query(self, task_id: str, sql: str, replaces_query_id: str | None = None) -> Query:
-        query = super().request_query(task_id, sql, None)  # the bug: the link is dropped
-        if replaces_query_id is not None:
+        # bug: the link is dropped; shipped: query = super().request_query(task_id, sql, replaces_query_id)
+        query = super().request_query(task_id, sql, None)
+        if replaces_query_id is not None:  # bug
             with write(self._conn) as conn:
                 conn.execute("UPDATE queries SET replaces_query_id = ? WHERE query_id = ?",
                              (replaces_query_id, query.query_id))
-        return self.query(query.query_id)
+        return self.query(query.query_id)  # bug; shipped: return query
 
 
 class BudgetAttributedLater(QueryStore):
@@ -624,14 +705,14 @@ class BudgetAttributedLater(QueryStore):
 
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
                 instruction_quote: str, message_id: str, run_id: str) -> Query:
-        first = self.query(query_id).state is S.AWAITING
+        first = self.query(query_id).state is S.AWAITING  # bug
         query = super().confirm(query_id, draft_version, condition_version, instruction_quote,
                                 message_id, run_id)
-        if first and query.state is S.QUEUED:
-            with write(self._conn) as conn:  # the bug: not part of the confirmation
+        if first and query.state is S.QUEUED:  # bug: not part of the confirmation
+            with write(self._conn) as conn:
                 conn.execute("UPDATE queries SET confirmation_message_id = NULL "
                              "WHERE query_id = ?", (query_id,))
-        return self.query(query_id)
+        return self.query(query_id)  # bug; shipped: return query
 
 
 class PendingCheckedAfterQueueing(PendingMessageIgnored):
@@ -647,10 +728,10 @@ class PendingCheckedAfterQueueing(PendingMessageIgnored):
                 instruction_quote: str, message_id: str, run_id: str) -> Query:
         query = super().confirm(query_id, draft_version, condition_version, instruction_quote,
                                 message_id, run_id)
-        pending = self._conn.execute(
+        pending = self._conn.execute(  # bug
             "SELECT message_id FROM messages WHERE session_id = ? AND kind = 'user' AND "
             "attribution = 'pending' AND message_id != ?", (query.session_id, message_id)).fetchone()
-        if pending is not None:  # the bug: too late, the query is queued
+        if pending is not None:  # bug: too late, the query is queued
             raise MessagePending(f"message {pending['message_id']!r} is not attributed yet (Q9)")
         return query
 
@@ -665,14 +746,14 @@ class StoppedRunCancels(QueryStore):
 
     def end_run(self, run_id: str) -> None:
         super().end_run(run_id)
-        now = self._now()
-        with write(self._conn) as conn:
+        now = self._now()  # bug
+        with write(self._conn) as conn:  # bug
             rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE "
                                 "confirmed_run_id = ? AND cancel_state = 'none'",
                                 (run_id,)).fetchall()
             for row in rows:
                 state = S(row["execution_state"])
-                if state in LIVE and state is not S.QUEUED:  # the bug: a stop taken for a cancel
+                if state in LIVE and state is not S.QUEUED:  # a stop taken for a cancel
                     apply_step(conn, row["query_id"], trigger="cancel", params={},
                                from_state=state, to_state=state, at=now,
                                updates={"cancel_state": "requested"})
@@ -689,20 +770,34 @@ class VersionCountsEveryTask(QueryStore):
 
     def update_conditions(self, task_id: str, expected_version: int,
                           patch: Mapping[str, Any]) -> Task:
-        task = self.task(task_id)
-        if expected_version != task.condition_version:
-            return super().update_conditions(task_id, expected_version, patch)
+        require_id("task_id", task_id)
+        require_version("expected_version", expected_version)
+        changes = require_conditions("patch", patch, allow_empty=False)
+        now = self._now()
         with write(self._conn) as conn:
-            version = conn.execute(  # the bug: the session's rows, not the task's
+            task = task_row(conn, task_id)
+            current = task["condition_version"]
+            if expected_version != current:
+                raise StaleVersion(f"cannot update task {task_id!r}: expected_version "
+                                   f"{expected_version} is stale, current is {current}; re-read "
+                                   "the conditions and send the patch again (T1)")
+            merged = json.loads(task["conditions"])
+            for key, value in changes.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            # bug: the session's rows, not the task's; shipped: version = current + 1
+            version = conn.execute(
                 "SELECT COUNT(*) FROM task_conditions JOIN tasks USING (task_id) "
-                "WHERE tasks.session_id = ?", (task.session_id,)).fetchone()[0] + 1
-            merged = {**task.conditions, **{k: v for k, v in patch.items() if v is not None}}
-            conn.execute("UPDATE tasks SET conditions = ?, condition_version = ? WHERE "
-                         "task_id = ?", (json.dumps(merged), version, task_id))
+                "WHERE tasks.session_id = ?", (task["session_id"],)).fetchone()[0] + 1
+            conn.execute("UPDATE tasks SET conditions = ?, condition_version = ?, phase = ? "
+                         "WHERE task_id = ?", (_json(merged), version, PHASE_OPEN, task_id))
             conn.execute("INSERT INTO task_conditions (task_id, version, conditions, created_at) "
-                         "VALUES (?, ?, ?, ?)", (task_id, version, json.dumps(merged), self._now()))
-            self._log_condition_update(conn, task_id, self._now())
+                         "VALUES (?, ?, ?, ?)", (task_id, version, _json(merged), now))
+            self._log_condition_update(conn, task_id, now)
         return self.task(task_id)
+
 
 
 # --------------------------------------------------------------------------- the catalogue

@@ -17,9 +17,9 @@ from typing import cast
 
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import QueryStore, task_row
+from settled.impl.query._values import _DRAFT_STATES
 from settled.impl.shared._errors import MessagePending, NotAllowed, StaleVersion
-from settled.model.query import LIVE
-from settled.model.query import QueryState as S
+from settled.model.query import LIVE, QueryState
 
 from .._query_system_adapter import QuerySystemAdapter
 from . import Mutant
@@ -40,14 +40,15 @@ class UpdateInvalidatesNewestDraftOnly(QueryStore):
     def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
         rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE task_id = ? "
                             "ORDER BY created_at, query_id", (task_id,)).fetchall()
-        drafts = [r for r in rows if S(r["execution_state"]) in (S.DRAFTED, S.AWAITING)]
-        newest = drafts[-1]["query_id"] if drafts else None
+        # bug: the newest draft found first
+        drafts = [r for r in rows if QueryState(r["execution_state"]) in _DRAFT_STATES]
+        newest = drafts[-1]["query_id"] if drafts else None  # bug
         for row in rows:
-            state = S(row["execution_state"])
-            if state in (S.DRAFTED, S.AWAITING):
-                if row["query_id"] != newest:  # the bug: older drafts are left as they are
+            state = QueryState(row["execution_state"])
+            if state in _DRAFT_STATES:
+                if row["query_id"] != newest:  # bug: older drafts are left as they are
                     continue
-                target = S.INVALIDATED
+                target = QueryState.INVALIDATED
             elif state in LIVE:
                 target = state
             else:
@@ -70,20 +71,32 @@ class OlderPendingMessageIgnored(QueryStore):
                      message: sqlite3.Row) -> sqlite3.Row:
         qid, task_id = query["query_id"], query["task_id"]
         if message["attribution"] != "attributed":
-            raise MessagePending(f"cannot confirm query {qid!r}: its message is not attributed")
+            raise MessagePending(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
+                                 f"is {message['attribution']}, not yet attributed to a task; "
+                                 "attribute it, then ask for confirmation again (Q9)")
         if message["task_id"] != task_id:
-            raise NotAllowed(f"cannot confirm query {qid!r}: the message belongs to another task")
+            raise NotAllowed(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
+                             f"belongs to task {message['task_id']!r}, the query to {task_id!r}; "
+                             "confirm a draft of the message's own task (Q6)")
         task = task_row(conn, task_id)
         if task["condition_version"] != query["condition_version"]:
-            raise StaleVersion(f"cannot confirm query {qid!r}: the task's conditions moved")
-        blocking = conn.execute(  # the bug: only messages received after the draft count
-            "SELECT message_id FROM messages WHERE session_id = ? AND kind = 'user' "
-            "AND attribution IN ('pending', 'failed') AND message_id != ? AND received_at > ?",
-            (query["session_id"], message["message_id"], query["created_at"])).fetchall()
+            raise StaleVersion(f"cannot confirm query {qid!r}: it was drafted at condition version "
+                               f"{query['condition_version']}, the task is at "
+                               f"{task['condition_version']}; draft again (Q6)")
+        blocking = conn.execute(
+            "SELECT message_id, attribution FROM messages WHERE session_id = ? AND kind = 'user' "
+            # bug: only messages received after the draft count; shipped: "AND attribution IN ('pending', 'failed') AND message_id != ? ORDER BY seq",  # noqa: E501
+            "AND attribution IN ('pending', 'failed') AND message_id != ? AND received_at > ? "
+            "ORDER BY seq",  # bug; shipped: (query["session_id"], message["message_id"])).fetchall()
+            (query["session_id"], message["message_id"], query["created_at"])).fetchall()  # bug
         if blocking:
-            raise MessagePending(f"cannot confirm query {qid!r}: a newer message is pending")
+            names = ", ".join(f"{r['message_id']!r} ({r['attribution']})" for r in blocking)
+            raise MessagePending(f"cannot confirm query {qid!r}: message(s) {names} of session "
+                                 f"{query['session_id']!r} are not attributed yet; attribute them, "
+                                 "then ask the user to confirm again (Q9, Q10)")
         if not query["check_ok"] or query["cancel_state"] != "none" or query["submissions"]:
-            raise NotAllowed(f"cannot confirm query {qid!r}: not confirmable (Q6)")
+            raise NotAllowed(f"cannot confirm query {qid!r}: it did not pass its check, has a "
+                             "cancel request or was submitted (Q6)")
         return task
 
 

@@ -21,20 +21,18 @@ campaigns of ``settled mutants`` cannot reach them by construction;
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from settled.impl.approval._business import (
     _APPLIERS,
+    JSON,
     MAX_CONFLICT_RETRIES,
     BusinessStore,
-    _order_result,
     _product,
+    _record,
     _unique_violation,
     canonical_json,
-    check_token,
-    fingerprint,
-    normalize,
 )
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import iso, query_row
@@ -52,7 +50,6 @@ from . import Mutant
 __all__ = ["RACE_MUTANTS", "ClaimEpochReadBeforeLock", "ClaimSplitAcrossTransactions",
            "StockReadBeforeLock", "TokenCheckedBeforeLock"]
 
-JSON = dict[str, Any]
 
 
 class ClaimEpochReadBeforeLock(Worker):
@@ -67,21 +64,40 @@ class ClaimEpochReadBeforeLock(Worker):
     """
 
     def claim(self, query_id: str | None = None, *, begin_submit: bool = False) -> str | None:
-        if query_id is None or begin_submit:
-            return super().claim(query_id, begin_submit=begin_submit)
         now = self._now()
-        row = query_row(self._conn, require_id("query_id", query_id))  # the bug: no lock yet
-        reason = self._unclaimable(row, now)
-        if reason:
-            raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
-        epoch = row["lease_epoch"] + 1
+        if query_id is not None:  # bug: read and judged before the lock
+            row = query_row(self._conn, require_id("query_id", query_id))
+            reason = self._unclaimable(row, now)
+            if reason:
+                raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
         with write(self._conn) as conn:
-            apply_step(conn, query_id, trigger="claim", params=self._params,
+            if query_id is not None:
+                # bug deleted; shipped: row = self._claim_row(conn, require_id("query_id", query_id))
+                # bug deleted; shipped: reason = self._unclaimable(row, now)
+                # bug deleted; shipped: if reason:
+                # bug deleted; shipped:     raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")  # noqa: E501
+                pass  # bug: checked above
+            else:
+                found = next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
+                             None)
+                if found is None:
+                    return None
+                row = found
+            epoch = row["lease_epoch"] + 1
+            apply_step(conn, row["query_id"], trigger="claim", params=self._params,
                        from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
-                       at=iso(now), updates={"lease_epoch": epoch, "lease_owner": self.name,
-                                             "lease_expires_at": self._expiry(now)})
-        self.held[query_id] = epoch
-        return query_id
+                       at=iso(now),  # bug: unfenced; shipped: at=iso(now), epoch=row["lease_epoch"],
+                       updates={"lease_epoch": epoch, "lease_owner": self.name,
+                                "lease_expires_at": self._expiry(now)})
+            submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
+            if submitting:
+                claimed = query_row(conn, row["query_id"])
+                self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
+                    "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
+        self.held[row["query_id"]] = epoch
+        if submitting:
+            self._crash.hit("after_submitting_commit")
+        return str(row["query_id"])
 
 
 class ClaimSplitAcrossTransactions(Worker):
@@ -94,27 +110,43 @@ class ClaimSplitAcrossTransactions(Worker):
     the act, and another worker's claim fits in the gap.
     """
 
-    def _checked(self, query_id: str) -> dict[str, Any]:
-        with write(self._conn) as conn:
-            row = self._claim_row(conn, require_id("query_id", query_id))
-            reason = self._unclaimable(row, self._now())
-            if reason:
-                raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
-            return dict(zip(row.keys(), tuple(row), strict=True))
-
     def claim(self, query_id: str | None = None, *, begin_submit: bool = False) -> str | None:
-        if query_id is None or begin_submit:
-            return super().claim(query_id, begin_submit=begin_submit)
-        row = self._checked(query_id)
         now = self._now()
-        epoch = row["lease_epoch"] + 1
-        with write(self._conn) as conn:  # the bug: a second transaction, the check not redone
-            apply_step(conn, query_id, trigger="claim", params=self._params,
+        if query_id is not None:  # bug: checked in a write transaction of its own
+            with write(self._conn) as conn:
+                row = self._claim_row(conn, require_id("query_id", query_id))
+                reason = self._unclaimable(row, now)
+                if reason:
+                    raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: "
+                                     f"{reason}")
+        with write(self._conn) as conn:
+            if query_id is not None:
+                # bug deleted; shipped: row = self._claim_row(conn, require_id("query_id", query_id))
+                # bug deleted; shipped: reason = self._unclaimable(row, now)
+                # bug deleted; shipped: if reason:
+                # bug deleted; shipped:     raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")  # noqa: E501
+                pass  # bug: checked in the first transaction
+            else:
+                found = next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
+                             None)
+                if found is None:
+                    return None
+                row = found
+            epoch = row["lease_epoch"] + 1
+            apply_step(conn, row["query_id"], trigger="claim", params=self._params,
                        from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
-                       at=iso(now), updates={"lease_epoch": epoch, "lease_owner": self.name,
-                                             "lease_expires_at": self._expiry(now)})
-        self.held[query_id] = epoch
-        return query_id
+                       at=iso(now),  # bug: unfenced; shipped: at=iso(now), epoch=row["lease_epoch"],
+                       updates={"lease_epoch": epoch, "lease_owner": self.name,
+                                "lease_expires_at": self._expiry(now)})
+            submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
+            if submitting:
+                claimed = query_row(conn, row["query_id"])
+                self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
+                    "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
+        self.held[row["query_id"]] = epoch
+        if submitting:
+            self._crash.hit("after_submitting_commit")
+        return str(row["query_id"])
 
 
 # --------------------------------------------------------------------------- business store
@@ -142,25 +174,25 @@ class TokenCheckedBeforeLock(BusinessStore):
     apply: one order placed twice, stock taken twice.
     """
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> JSON:
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
-        first = self._first_result(self.connection, token, tool, wanted)  # the bug: no lock
-        if first is not None:
-            return first
-
-        def work(conn: Any) -> JSON:
-            now = self._now()
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
+        first = self._first_result(self._conn, token, tool, wanted)  # bug: before the lock
+        if first is not None:  # bug
+            return first, True
+        with write(self._conn) as conn:
+            # bug deleted; shipped: first = self._first_result(conn, token, tool, wanted)
+            # bug deleted; shipped: if first is not None:
+            # bug deleted; shipped:     return first, True
+            now = self._now()  # one instant for the business rows and the record
             result = _APPLIERS[tool](conn, normalized, now)
+            # bug: a concurrent duplicate keeps one record; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)  # noqa: E501
             conn.execute("INSERT INTO mutation_requests (client_token, tool, normalized_args, "
                          "args_fingerprint, result, created_at) VALUES (?, ?, ?, ?, ?, ?) "
                          "ON CONFLICT (client_token) DO NOTHING",
                          (token, tool, canonical_json(normalized), wanted,
                           canonical_json(result), now))
-            return result
-
-        return _in_transaction(self, work)
+            stored = result  # bug
+            self._hook("before_commit")
+        return stored, False
 
 
 class StockReadBeforeLock(BusinessStore):
@@ -174,41 +206,25 @@ class StockReadBeforeLock(BusinessStore):
     unit is sold twice and the stock stays too high.
     """
 
-    def execute(self, tool: str, client_token: str, args: Mapping[str, Any]) -> JSON:
-        if tool != "create_order":
-            return super().execute(tool, client_token, args)
-        token = check_token(client_token)
-        normalized = normalize(tool, args)
-        wanted = fingerprint(tool, normalized)
-        levels = {item["sku"]: int(_product(self.connection, item["sku"])["stock"])  # the bug
-                  for item in normalized["items"]}
-        for item in normalized["items"]:
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
+        # bug: the stock read and judged before the lock
+        levels = {item["sku"]: int(_product(self._conn, item["sku"])["stock"])
+                  for item in normalized["items"]} if tool == "create_order" else {}
+        for item in normalized["items"] if levels else []:  # bug
             if levels[item["sku"]] < item["quantity"]:
                 raise InsufficientStock(item["sku"], item["quantity"], levels[item["sku"]])
-
-        def work(conn: Any) -> JSON:
+        with write(self._conn) as conn:
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
-                return first
-            now = self._now()
-            for item in normalized["items"]:
+                return first, True
+            now = self._now()  # one instant for the business rows and the record
+            result = _APPLIERS[tool](conn, normalized, now)
+            for item in normalized["items"] if levels else []:  # bug: the stock of the early read
                 conn.execute("UPDATE products SET stock = ? WHERE sku = ?",
                              (levels[item["sku"]] - item["quantity"], item["sku"]))
-            count = conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0]
-            order_id = f"ord-{count + 1:06d}"
-            conn.execute("INSERT INTO orders (order_id, customer, status, draft_id, created_at) "
-                         "VALUES (?, ?, 'open', ?, ?)",
-                         (order_id, normalized["customer"], normalized["draft_id"], now))
-            conn.executemany("INSERT INTO order_lines (order_id, sku, quantity) VALUES (?, ?, ?)",
-                             [(order_id, i["sku"], i["quantity"]) for i in normalized["items"]])
-            result = _order_result(conn, order_id)
-            conn.execute("INSERT INTO mutation_requests (client_token, tool, normalized_args, "
-                         "args_fingerprint, result, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                         (token, tool, canonical_json(normalized), wanted,
-                          canonical_json(result), now))
-            return result
-
-        return _in_transaction(self, work)
+            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            self._hook("before_commit")
+        return stored, False
 
 
 def _business(name: str, store: type[BusinessStore]) -> Mutant:

@@ -515,14 +515,9 @@ class BusinessStore:
         # bounded by the busy timeout and surfaces as Busy.
         for attempt in range(1, MAX_CONFLICT_RETRIES + 1):
             try:
-                with write(self._conn) as conn:
-                    first = self._first_result(conn, token, tool, wanted)
-                    if first is not None:
-                        return first
-                    now = self._now()  # one instant for the business rows and the record
-                    result = _APPLIERS[tool](conn, normalized, now)
-                    stored = _record(conn, token, (tool, normalized, wanted), result, now)
-                    self._hook("before_commit")
+                stored, replayed = self._apply(token, tool, normalized, wanted)
+                if replayed:
+                    return stored
                 break
             except (WriteConflict, _unique_violation()) as exc:
                 # PostgreSQL only (SQLite's single writer never conflicts): a
@@ -535,6 +530,19 @@ class BusinessStore:
                 time.sleep(random.uniform(0, 0.002 * attempt))
         self._hook("after_commit")
         return stored
+
+    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
+        """One attempt of :meth:`execute`, one transaction: ``(the first result, True)`` when
+        the token is recorded already, else ``(the new result as recorded, False)``."""
+        with write(self._conn) as conn:
+            first = self._first_result(conn, token, tool, wanted)
+            if first is not None:
+                return first, True
+            now = self._now()  # one instant for the business rows and the record
+            result = _APPLIERS[tool](conn, normalized, now)
+            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            self._hook("before_commit")
+        return stored, False
 
     @staticmethod
     def _first_result(conn: sqlite3.Connection, token: str, tool: str,
