@@ -81,7 +81,9 @@ TRANSPORTS = ("inprocess", "http")
 # parameter: armed before the worker's call, on the in-process platform (a one-shot fault
 # in its ledger) or at the HTTP transport (a one-shot fault of the server, for one call).
 # The model's LOST_FAULTS strike after the platform stored the submission, its
-# UNDELIVERED_FAULTS before it saw the request; a lookup changes nothing either way.
+# UNDELIVERED_FAULTS before it saw the request; a lookup changes nothing either way; a
+# cancel's faults strike after the platform acted on it (CANCEL_FAULTS ∩ LOST_FAULTS) or
+# before it saw it, like a submit's.
 FAULTS: dict[str, dict[tuple[str, str], Fault | tuple[str, TransportFault]]] = {
     "inprocess": {
         ("submit_response_lost", "timeout"): Fault.LOST_RESPONSE,
@@ -96,6 +98,13 @@ FAULTS: dict[str, dict[tuple[str, str], Fault | tuple[str, TransportFault]]] = {
         ("lookup_timeout", "malformed"): Fault.MALFORMED,
         ("lookup_timeout", "error"): Fault.ERROR,
         ("lookup_timeout", "busy"): Fault.BUSY,
+        ("cancel_response_lost", "timeout"): Fault.LOST_RESPONSE,
+        ("cancel_response_lost", "reset"): Fault.RESET_AFTER,
+        ("cancel_response_lost", "malformed"): Fault.MALFORMED,
+        ("cancel_undelivered", "timeout"): Fault.CANCEL_TIMEOUT,
+        ("cancel_undelivered", "reset"): Fault.RESET_BEFORE,
+        ("cancel_undelivered", "error"): Fault.ERROR,
+        ("cancel_undelivered", "busy"): Fault.BUSY,
     },
     "http": {
         # stored, then: the answer held past the client's timeout, a reset, a bad body
@@ -112,6 +121,15 @@ FAULTS: dict[str, dict[tuple[str, str], Fault | tuple[str, TransportFault]]] = {
         ("lookup_timeout", "malformed"): ("lookup", TransportFault.MALFORMED),
         ("lookup_timeout", "error"): ("lookup", TransportFault.ERROR),
         ("lookup_timeout", "busy"): ("lookup", TransportFault.BUSY),
+        # the cancel applied (or a finished query left as it was), then no usable answer
+        ("cancel_response_lost", "timeout"): ("cancel", TransportFault.SLOW_ANSWER),
+        ("cancel_response_lost", "reset"): ("cancel", TransportFault.RESET_AFTER),
+        ("cancel_response_lost", "malformed"): ("cancel", TransportFault.MALFORMED),
+        # the cancel never seen by the platform
+        ("cancel_undelivered", "timeout"): ("cancel", TransportFault.NEVER_ARRIVES),
+        ("cancel_undelivered", "reset"): ("cancel", TransportFault.RESET_BEFORE),
+        ("cancel_undelivered", "error"): ("cancel", TransportFault.ERROR),
+        ("cancel_undelivered", "busy"): ("cancel", TransportFault.BUSY),
     },
 }
 # The HTTP clients' timeout in the kit, seconds: generous, so a loaded machine never makes
@@ -148,6 +166,8 @@ WORKER_CALLS: dict[str, str] = {
     "resubmit": "resubmit",
     "confirm_cancel": "settle_cancel",
     "cancel_confirmed": "settle_cancel",
+    "cancel_response_lost": "settle_cancel",
+    "cancel_undelivered": "settle_cancel",
 }
 
 
@@ -342,7 +362,7 @@ class QueryAdapter(Adapter):
             item.reruns = [*item.reruns, self.store.request_query(item.task.task_id, sql).query_id]
         elif trigger == "revised":
             self.store.request_query(item.task.task_id, REVISED_SQL, replaces_query_id=qid)
-        elif trigger in ("platform_succeeds", "platform_fails", "cancel_unanswered"):
+        elif trigger in ("platform_succeeds", "platform_fails"):
             with unwatched():  # the platform's own progress: none of the agent's boundaries
                 self._platform_step(trigger, qid)
         elif trigger == "crash_after_platform_stored":
@@ -354,10 +374,7 @@ class QueryAdapter(Adapter):
     def _platform_step(self, trigger: str, qid: str) -> None:
         if trigger == "platform_fails":
             self.platform.inject(Fault.EXEC_FAIL)
-        if trigger == "cancel_unanswered":
-            self.platform.cancel(qid)  # it arrived and was applied; the answer never came back
-        else:
-            self.platform.complete(qid)
+        self.platform.complete(qid)
 
     def _worker_step(self, w: int, trigger: str, qid: str, kind: Value = None) -> None:
         worker = self.workers[w]

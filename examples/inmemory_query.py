@@ -52,7 +52,8 @@ class Platform:
     def __init__(self) -> None:
         self.jobs: dict[str, str] = {}  # query_id -> running | succeeded | failed | cancelled
         self.rejected: set[str] = set()
-        self.faults: set[str] = set()  # lose_answer, undeliverable, reject, lookup_timeout
+        # lose_answer, undeliverable, reject, lookup_timeout, cancel_lost, cancel_undeliverable
+        self.faults: set[str] = set()
         self.fault_kind = "timeout"  # how an armed fault shows: timeout, reset, malformed, ...
 
     def submit(self, query_id: str) -> None:
@@ -75,8 +76,14 @@ class Platform:
         return self.jobs.get(query_id)
 
     def cancel(self, query_id: str) -> bool:
+        if "cancel_undeliverable" in self.faults:
+            self.faults.discard("cancel_undeliverable")
+            raise NoAnswer("the cancel never arrived", self.fault_kind)
         if self.jobs.get(query_id) == "running":
             self.jobs[query_id] = "cancelled"
+        if "cancel_lost" in self.faults:
+            self.faults.discard("cancel_lost")
+            raise NoAnswer("the cancel was applied, its answer lost", self.fault_kind)
         return self.jobs.get(query_id) == "cancelled"
 
     def finish(self, query_id: str, ok: bool) -> None:
@@ -351,7 +358,13 @@ class Worker:
         if q.state == "not_found":
             self.service.settle(q, "confirm_cancel", self._params(), "cancelled")
         elif q.state in ("submission_unknown", "running"):
-            if self.service.platform.cancel(query_id):
+            try:
+                cancelled = self.service.platform.cancel(query_id)
+            except NoAnswer as exc:  # applied or not, nobody knows: nothing learnt (Q21, Q14)
+                self.service._step(q, "cancel_unanswered", {**self._params(), "fault": exc.kind},
+                                   q.state)
+                return q.state
+            if cancelled:
                 self.service.settle(q, "cancel_confirmed", self._params(), "cancelled")
         else:
             raise CallerError(f"cannot settle a cancel in {q.state}")

@@ -24,7 +24,8 @@ WORKERS = 2
 TEXT = "monthly revenue by channel, then execute"
 # Faults the adapter arms on the platform before a worker's call, by model trigger.
 FAULTS = {"submit_response_lost": "lose_answer", "submit_undelivered": "undeliverable",
-          "submit_rejected": "reject", "lookup_timeout": "lookup_timeout"}
+          "submit_rejected": "reject", "lookup_timeout": "lookup_timeout",
+          "cancel_response_lost": "cancel_lost", "cancel_undelivered": "cancel_undeliverable"}
 SUBMITS = ("submit_answered", "submit_response_lost", "submit_undelivered", "submit_rejected")
 LOOKUPS = ("lookup_running", "lookup_succeeded", "lookup_failed", "lookup_cancelled",
            "lookup_not_found", "lookup_timeout")
@@ -88,8 +89,6 @@ class InMemoryQueryAdapter(Adapter):
             pass  # this service keeps no request clocks and no runs: nothing to do (M1, Q22)
         elif trigger in ("platform_succeeds", "platform_fails"):
             platform.finish(qid, trigger == "platform_succeeds")
-        elif trigger == "cancel_unanswered":
-            platform.cancel(qid)  # applied on the platform; its answer never came back
         elif trigger == "crash":
             self._crash(int(params["worker"]), qid)
         elif trigger == "crash_after_platform_stored":
@@ -116,7 +115,8 @@ class InMemoryQueryAdapter(Adapter):
                 worker.lookup(qid)
             elif trigger == "resubmit":
                 worker.resubmit(qid)
-            elif trigger in ("confirm_cancel", "cancel_confirmed"):
+            elif trigger in ("confirm_cancel", "cancel_confirmed", "cancel_response_lost",
+                             "cancel_undelivered"):
                 worker.settle_cancel(qid)
             else:
                 raise ValueError(f"no worker call for trigger {trigger!r}")

@@ -119,8 +119,10 @@ PLATFORM_CALLS = frozenset({"submit_answered", "submit_response_lost", "submit_u
                             "submit_rejected", "crash_after_platform_stored"})
 
 # The one event name for "the submit call got no answer": the worker cannot tell
-# a lost answer from an undelivered request, so its log cannot either.
+# a lost answer from an undelivered request, so its log cannot either. The same for the
+# cancel call: cancelled on the platform and the answer lost, or never seen.
 UNANSWERED = "submit_unanswered"
+CANCEL_UNANSWERED = "cancel_unanswered"
 
 # What a caller may be refused, changing nothing: the user's actions that decide in one
 # transaction, and a worker's submit steps (a stale lease, a spent submission budget).
@@ -149,6 +151,9 @@ LOST_FAULTS = ("timeout", "reset", "malformed")
 UNDELIVERED_FAULTS = ("timeout", "reset", "error", "busy")
 SUBMIT_FAULTS = ("timeout", "reset", "malformed", "error", "busy")  # one logged name, one domain
 LOOKUP_FAULTS = ("timeout", "reset", "malformed", "error", "busy")
+# A cancel call fails like a submit: before the platform saw it, or after it acted on it
+# (a running submission is then cancelled, a finished one keeps its outcome) (Q21, Q14).
+CANCEL_FAULTS = SUBMIT_FAULTS
 MESSAGE_CHOICES = ("attributed", "pending")
 
 
@@ -190,10 +195,11 @@ def _settle(**extra: str) -> Effect:
                    "notice": NOTICE_SOURCE, **extra})
 
 
-def _fault_in(kinds: tuple[str, ...]) -> Guard:
-    """The submit fault is one that can strike at this point of the call."""
+def _fault_in(kinds: tuple[str, ...], acted: str = "storing") -> Guard:
+    """The call's fault is one that can strike at this point of the call (``acted``: what
+    the platform does to the request, for the guard's name)."""
     after = kinds == LOST_FAULTS
-    return Guard("fault_after_storing" if after else "fault_before_storing", P.fault.isin(kinds))
+    return Guard(f"fault_{'after' if after else 'before'}_{acted}", P.fault.isin(kinds))
 
 
 # A submission that reaches the platform is stored once, with the confirmed SQL (Q1, Q18).
@@ -227,6 +233,7 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
     stored = Effect({"platform": P_RUNNING, "payload": PAYLOAD_CONFIRMED})
     by_worker = (worker,)
     submit_fault = Param("fault", SUBMIT_FAULTS, "how the submit call failed")
+    cancel_fault = Param("fault", CANCEL_FAULTS, "how the cancel call failed")
 
     def lookup(trigger: str, dest: str | None, guard: Guard | None, meaning: str, rules: tuple[str, ...],
                effect: Effect | None = None, also: tuple[str, ...] = (),
@@ -359,12 +366,20 @@ def build_query_machine(workers: int = 2, max_epoch: int = 3,
                    "the worker asked the platform to cancel and it did", ("Q21",),
                    guards=(FRESH_LEASE, CANCEL_REQUESTED, _platform_is(P_RUNNING, P_CANCELLED)),
                    effect=_settle(platform=P_CANCELLED), actor="worker", params=by_worker),
-        Transition("cancel_unanswered", (UNKNOWN, RUNNING), None,
-                   "the platform cancelled it but the answer to the cancel call was lost",
-                   ("Q21", "Q14"),
-                   guards=(FRESH_LEASE, CANCEL_REQUESTED, _platform_is(P_RUNNING)),
-                   effect=Effect({"platform": P_CANCELLED}),
-                   actor="worker", params=by_worker, observed_as=None),
+        # A failed cancel call proves nothing (Q21, Q14): the query stays where it was and
+        # the request stays; the worker logs the fault it met, as for a lookup.
+        Transition("cancel_response_lost", (UNKNOWN, RUNNING), None,
+                   "the platform received the cancel (cancelling what still ran) but the answer "
+                   "was lost (timed out, reset, malformed): nothing learnt", ("Q21", "Q14"),
+                   guards=(FRESH_LEASE, CANCEL_REQUESTED, _fault_in(LOST_FAULTS, "acting")),
+                   effect=Effect({"platform": when(V.platform == P_RUNNING, P_CANCELLED,
+                                                   V.platform)}),
+                   actor="worker", params=(worker, cancel_fault), observed_as=CANCEL_UNANSWERED),
+        Transition("cancel_undelivered", (UNKNOWN, RUNNING), None,
+                   "the cancel call failed before the platform saw it (timed out, reset, error "
+                   "answer, busy platform): nothing changed, nothing learnt", ("Q21", "Q14"),
+                   guards=(FRESH_LEASE, CANCEL_REQUESTED, _fault_in(UNDELIVERED_FAULTS, "acting")),
+                   actor="worker", params=(worker, cancel_fault), observed_as=CANCEL_UNANSWERED),
         # ---- the platform's own progress -------------------------------------
         # Not from not_found: there the platform has nothing to run (not_found_is_true).
         Transition("platform_succeeds", (SUBMITTING, UNKNOWN, RUNNING), None,

@@ -96,6 +96,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("  transitions", lambda m: (f"{m['system_lockstep']['fired']}/"
                                  f"{m['system_lockstep']['declared']}"
                                  if m.get("system_lockstep", {}).get("checked") else "")),
+    ("  interactions", lambda m: _interactions_cell(m.get("system_lockstep", {}))),
     ("concurrent", lambda m: _concurrent_cell(m.get("concurrent", {}))),
     ("crash sweep", lambda m: f"{_mark(m.get('crash', {}).get('ok', False))} "
                               f"{m.get('crash', {}).get('crashed', 0)}/"
@@ -124,6 +125,16 @@ def _system_cell(sy: dict[str, Any]) -> str:
         return _mark(False)
     return f"{_mark(sy['ok'])} {sy['states']:,} states"
 
+
+
+def _interactions_cell(sl: dict[str, Any]) -> str:
+    """Cross-instance stories performed / reachable, and whether that set is the whole one."""
+    stories = sl.get("interactions")
+    if not sl.get("checked") or not stories:
+        return ""
+    partial = "" if stories["complete"] else " (bounded search: partial)"
+    return (f"{_mark(not stories['missing'])} {stories['covered']}/{stories['reachable']}"
+            f"{partial}")
 
 
 def _system_lockstep_cell(sl: dict[str, Any]) -> str:
@@ -163,6 +174,13 @@ def details(result: dict[str, Any]) -> None:
         if sl.get("checked") and not sl.get("failure"):  # a failed run stops early
             for label in sl.get("unfired", []):
                 err.print(f"{name}: the system campaign never fired {label}")
+            stories = sl.get("interactions", {})
+            for step, state in stories.get("missing", []):
+                err.print(f"{name}: the system campaign never performed {step} while another "
+                          f"instance was {state}")
+            if stories and not stories.get("complete"):
+                err.print(f"{name}: interactions PARTIAL: {stories.get('reachable')} found by a "
+                          "bounded search of the system's space, not all that are reachable")
         ls = m["lockstep"]
         if ls.get("failure"):
             err.print(f"{name}: {ls['failure']}")

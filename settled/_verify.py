@@ -202,6 +202,7 @@ SYSTEM_SUITE_OF = {"query": "query_system", "approval": "approval_system"}
 def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[str, Any]:
     """The system's lockstep and the trace check of its runs' logs, or why not checked."""
     from settled.conformance._lockstep import unfired_steps as system_unfired
+    from settled.conformance._lockstep._interactions import coverage as interaction_coverage
 
     name = SYSTEM_SUITE_OF.get(machine)
     if name is None or name not in SYSTEM_SUITES:
@@ -213,8 +214,13 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
     record = run_lockstep(suite.lockstep(), profile(chosen), seed=seed)
     failure = record.failure or record.adapter_error
     missing = system_unfired(suite.system, record.fired)
+    # Cross-instance stories: every interaction the bounded search reaches must be performed;
+    # a partial reachable set is said (in the row and on stderr), not counted as complete.
+    stories = interaction_coverage(suite.system, suite.forbidden, record.interactions)
     return {"checked": True, "suite": name, "system": suite.system.meaning,
-            "ok": failure is None and record.trace_failure is None and record.trace_events > 0,
+            "ok": failure is None and record.trace_failure is None and record.trace_events > 0
+            and not stories.missing,
+            "interactions": stories.to_json(),
             "profile": chosen, "seed": seed, "examples": record.examples,
             "tour_runs": record.tour_runs,
             "steps": sum(record.fired.values()), "seconds": round(time.perf_counter() - start, 2),

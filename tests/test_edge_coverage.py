@@ -101,12 +101,12 @@ def _campaign_missing(edge=None, refusal=None, value=None):
 
 def test_verify_fails_naming_an_edge_the_campaign_never_fired(monkeypatch):
     campaign = _campaign_missing(edge=("submission_unknown", "submission_unknown",
-                                       "cancel_unanswered"))
+                                       "cancel_undelivered"))
 
     monkeypatch.setattr(_verify, "run_lockstep", campaign)
     lockstep, _trace, _record = _verify.check_lockstep("query", "dev", 1)
     assert not lockstep["ok"]
-    assert lockstep["unfired_edges"] == ["cancel_unanswered: submission_unknown -> submission_unknown"]
+    assert lockstep["unfired_edges"] == ["cancel_undelivered: submission_unknown -> submission_unknown"]
     assert lockstep["unfired_transitions"] == []
     assert lockstep["not_checked"] == []
     approval, _trace, _record = _verify.check_lockstep("approval", "dev", 1)

@@ -176,9 +176,11 @@ MUTANTS = [
         "unknown_left_on_evidence",
         # Every exit from submission_unknown is an evidence trigger, so no guard can break this:
         # an unanswered cancel taken as cancelled. prefix, submit_response_lost, cancel,
-        # cancel_unanswered -> cancelled
-        mutate(trigger("cancel_unanswered"), lambda t: dataclasses.replace(t, dest=q.CANCELLED)),
-        {("step_property", "unknown_left_on_evidence")}, 7,
+        # cancel_response_lost -> cancelled. The lost answer may follow a platform that had
+        # already finished, so the same step also ends a success or a failure as cancelled.
+        mutate(trigger("cancel_response_lost"), lambda t: dataclasses.replace(t, dest=q.CANCELLED)),
+        {("step_property", "unknown_left_on_evidence"), ("invariant", "success_stands"),
+         ("invariant", "cancelled_needs_evidence")}, 7,
         marks=pytest.mark.rule("Q14"), id="unanswered-cancel-settles"),
     pytest.param(
         "call_after_submitting_commit",

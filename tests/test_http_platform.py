@@ -21,6 +21,7 @@ from settled.impl.platform._http import (
 )
 from settled.impl.platform._platform import (
     APP_MONTHLY_SQL,
+    CancelAnswer,
     LookupAnswer,
     PlatformStatus,
     SubmitAnswer,
@@ -137,16 +138,25 @@ def _running_worker(transport="http"):
 @pytest.mark.parametrize(("trigger", "kind"), sorted(FAULTS["http"]))
 def test_each_fault_the_model_names_reaches_the_worker_as_that_class(trigger, kind):
     adapter = _running_worker()
+    cancelling = trigger.startswith("cancel_")
     try:
         if trigger == "lookup_timeout":
             adapter.perform(0, "submit_undelivered", {"worker": 0, "fault": "timeout"})
+        if cancelling:  # running on the platform, with the user's cancel request recorded
+            adapter.perform(0, "submit_answered", {"worker": 0})
+            adapter.perform(0, "cancel", {})
         adapter.perform(0, trigger, {"worker": 0, "fault": kind})
         qid = adapter.items[0].query_id
         last = [e for e in adapter.store.events() if e["instance"] == qid][-1]
-        assert (last["trigger"], last["params"].get("fault")) == (
-            "lookup_timeout" if trigger == "lookup_timeout" else "submit_unanswered", kind)
+        logged = {"lookup_timeout": "lookup_timeout", "cancel_response_lost": "cancel_unanswered",
+                  "cancel_undelivered": "cancel_unanswered"}.get(trigger, "submit_unanswered")
+        assert (last["trigger"], last["params"].get("fault")) == (logged, kind)
         stored = adapter.platform.status(qid)
-        assert (stored is PlatformStatus.RUNNING) is (trigger == "submit_response_lost")
+        if cancelling:  # the cancel applied exactly when it reached the platform
+            assert stored is (PlatformStatus.CANCELLED if trigger == "cancel_response_lost"
+                              else PlatformStatus.RUNNING)
+        else:
+            assert (stored is PlatformStatus.RUNNING) is (trigger == "submit_response_lost")
         assert adapter.server.pending_faults() == {}
     finally:
         adapter.close()
@@ -156,7 +166,9 @@ def test_the_fault_tables_name_every_fault_the_model_declares_and_no_other():
     # the values each trigger's guard lets through (the parameter's domain is shared)
     allowed = ({("submit_response_lost", k) for k in LOST_FAULTS}
                | {("submit_undelivered", k) for k in UNDELIVERED_FAULTS}
-               | {("lookup_timeout", k) for k in LOOKUP_FAULTS})
+               | {("lookup_timeout", k) for k in LOOKUP_FAULTS}
+               | {("cancel_response_lost", k) for k in LOST_FAULTS}
+               | {("cancel_undelivered", k) for k in UNDELIVERED_FAULTS})
     declared = {(t.trigger, v) for t in MODEL.transitions for p in t.params if p.name == "fault"
                 for v in p.domain}
     assert allowed <= declared and {t for t, _ in declared} == {t for t, _ in allowed}
@@ -167,6 +179,11 @@ def test_the_fault_tables_name_every_fault_the_model_declares_and_no_other():
             if t.startswith("submit") and f.after} == set(LOST_FAULTS)
     assert {k for (t, k), (_route, f) in FAULTS["http"].items()
             if t.startswith("submit") and not f.after} == set(UNDELIVERED_FAULTS)
+    # a cancel acts on the platform exactly where the model says it may have
+    assert {k for (t, k), (_route, f) in FAULTS["http"].items()
+            if t.startswith("cancel") and f.after} == set(LOST_FAULTS)
+    assert {k for (t, k), (_route, f) in FAULTS["http"].items()
+            if t.startswith("cancel") and not f.after} == set(UNDELIVERED_FAULTS)
 
 
 @pytest.mark.parametrize("transport", ["inprocess", "http"])
@@ -184,7 +201,8 @@ def test_a_fault_with_no_injection_is_an_adapter_error(monkeypatch, transport):
 # --------------------------------------------------------------------------- the kit catches it
 def _misreading(trigger: str, kind: str) -> type[QueryAdapter]:
     """An HTTP adapter whose worker reads the ``kind`` failure of ``trigger``'s call as the
-    platform's word: a rejection for a submit, an explicit not-found for a lookup."""
+    platform's word: a rejection for a submit, an explicit not-found for a lookup, a
+    confirmed cancel for a cancel."""
 
     class Misreads(Worker):
         def _submit(self, query_id, sql):
@@ -199,6 +217,12 @@ def _misreading(trigger: str, kind: str) -> type[QueryAdapter]:
                 return LookupAnswer(found=False, status=None, submissions_received=0), None
             return answer, fault
 
+        def _cancel(self, query_id):
+            answer, fault = super()._cancel(query_id)
+            if trigger.startswith("cancel") and fault == kind:
+                return CancelAnswer(found=True, status=PlatformStatus.CANCELLED), None
+            return answer, fault
+
     return type("MisreadsAdapter", (QueryAdapter,), {"worker_class": Misreads,
                                                       "transport": "http"})
 
@@ -210,12 +234,15 @@ def _steps(trigger: str, kind: str) -> list[Action]:
              Action(0, "claim", {"worker": 0}), Action(0, "begin_submit", {"worker": 0})]
     if trigger == "lookup_timeout":
         steps.append(Action(0, "submit_response_lost", {"worker": 0, "fault": "timeout"}))
+    if trigger.startswith("cancel"):  # running, with the user's cancel request recorded
+        steps += [Action(0, "submit_answered", {"worker": 0}), Action(0, "cancel", {})]
     return [*steps, Action(0, trigger, {"worker": 0, "fault": kind})]
 
 
 @pytest.mark.rule("Q14")
 @pytest.mark.rule("Q15")
 @pytest.mark.rule("Q17")
+@pytest.mark.rule("Q21")
 @pytest.mark.parametrize(("trigger", "kind"), sorted(FAULTS["http"]))
 def test_a_worker_misreading_a_transport_fault_is_caught_by_the_kit(trigger, kind):
     steps = _steps(trigger, kind)

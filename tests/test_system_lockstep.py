@@ -336,6 +336,25 @@ def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
         "lockstep": {}}}, "views": {}})
     assert ("query: the system campaign never fired resubmit: not_found -> "
             "submission_retry_exhausted") in " ".join(capsys.readouterr().err.split())
+    # Every cross-instance story the bounded search reaches was performed; the set is said
+    # to be partial (the search is bounded), in the row and on stderr.
+    stories = passed["interactions"]
+    assert stories["missing"] == [] and stories["covered"] == stories["reachable"] > 0, stories
+    assert _cmd_verify._interactions_cell(passed).endswith(
+        f"{stories['covered']}/{stories['reachable']} (bounded search: partial)")
+    # One never performed is named, and fails the system's row.
+    story = ["confirm: awaiting_confirmation -> queued", "awaiting_confirmation"]
+    unperformed = {**passed, "ok": False,
+                   "interactions": {**stories, "covered": stories["covered"] - 1,
+                                    "missing": [story]}}
+    assert "✗" in _cmd_verify._interactions_cell(unperformed)
+    _cmd_verify.details({"machines": {"query": {
+        "static": {}, "explore": {"findings": []}, "system": {},
+        "system_lockstep": unperformed, "lockstep": {}}}, "views": {}})
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("query: the system campaign never performed confirm: awaiting_confirmation -> "
+            "queued while another instance was awaiting_confirmation") in err
+    assert "query: interactions PARTIAL" in err
     missing = _verify.check_system_lockstep("ledger", "dev", 0)  # no adapter for its system
     assert missing == {"checked": False, "ok": False,
                        "why": "no adapter drives the ledger system's shared state yet"}

@@ -21,6 +21,9 @@ from settled.conformance._trace import check_lines
 from settled.impl.platform._platform import (
     APP_DAILY_SQL,
     APP_MONTHLY_SQL,
+    CANCEL_AFTER,
+    CANCEL_BEFORE,
+    FAULT_KIND,
     MONTHLY_BY_CHANNEL_SQL,
     Fault,
     PlatformStatus,
@@ -456,15 +459,25 @@ def test_a_cancel_of_a_query_the_platform_never_got_is_confirmed_without_resubmi
 
 
 @pytest.mark.rule("Q21")
-def test_an_unanswered_cancel_leaves_no_event_and_no_verdict(
-        store: QueryStore, platform: SyntheticPlatform, worker: Worker, task_id: str) -> None:
+@pytest.mark.rule("Q14")
+@pytest.mark.parametrize("fault", [*CANCEL_BEFORE, *CANCEL_AFTER], ids=lambda f: f.value)
+def test_an_unanswered_cancel_logs_its_fault_and_no_verdict(
+        store: QueryStore, platform: SyntheticPlatform, worker: Worker, task_id: str,
+        fault: Fault) -> None:
     qid = queued(store, task_id).query_id
     submitted(worker, qid)
     store.cancel(qid)
     before = store.events(qid)
-    platform.inject(Fault.CANCEL_TIMEOUT)
+    platform.inject(fault)
     assert worker.settle_cancel(qid) is S.RUNNING
-    assert store.events(qid) == before
+    events = store.events(qid)
+    assert events[:-1] == before
+    assert log(store, qid)[-1] == ("cancel_unanswered", "running", "running")
+    assert events[-1]["params"]["fault"] == FAULT_KIND[fault]
+    assert store.query(qid).cancel_state == "requested"  # still to be settled
+    # Before the platform saw it, it still runs; after, it was cancelled: the same log.
+    acted = fault in CANCEL_AFTER
+    assert platform.status(qid) is (PlatformStatus.CANCELLED if acted else PlatformStatus.RUNNING)
     assert worker.settle_cancel(qid) is S.CANCELLED
     assert_conforms(store)
 

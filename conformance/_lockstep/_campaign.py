@@ -61,6 +61,7 @@ class Record:
     cases: dict[tuple[str, str, str], int] = field(default_factory=dict)
     refusals: dict[tuple[str, str], int] = field(default_factory=dict)  # (transition, atom)
     values: dict[tuple[tuple[str, str, str], str, str], int] = field(default_factory=dict)
+    interactions: dict[tuple[str, str], int] = field(default_factory=dict)  # cross-instance
     trace_events: int = 0  # events of the implementation's logs the trace checker accepted
     trace_failure: str | None = None
     spec: Any = None  # (system, factory, forbidden) of the campaign
@@ -77,6 +78,8 @@ class Record:
         _merge(self.refusals, run.refusals)
         _merge(self.values, run.values)
         run.fired, run.edges, run.cases, run.refusals, run.values = {}, {}, {}, {}, {}
+        _merge(self.interactions, run.interactions)
+        run.interactions = {}
 
 
 def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:

@@ -31,6 +31,7 @@ from ._coverage import (
     refused_alone,
 )
 from ._explain import broken_by, why_allowed, why_refused
+from ._interactions import interactions_of
 from ._observe import Observing
 from ._world import Plans, plans_for
 
@@ -55,6 +56,7 @@ class Runner(Observing):
         self.values: dict[tuple[tuple[str, str, str], str, str], int] = {}  # (edge, param, value)
         self.protocol_cases = _with_cases(self.protocol)
         self.last: tuple[int, Transition] | None = None  # the last step taken: instance, rule
+        self.interactions: dict[tuple[str, str], int] = {}  # (step moving shared, other's state)
 
     @property
     def configs(self) -> tuple[Config, ...]:
@@ -157,6 +159,8 @@ class Runner(Observing):
         if step.shared is not None:
             label = f"system {step.trigger}"
             self.fired[label] = self.fired.get(label, 0) + 1
+        for key in interactions_of(self.system, self.config, step):
+            self.interactions[key] = self.interactions.get(key, 0) + 1
         self.config = step.after
 
     def _perform(self, action: Action, step: SystemStep) -> None:

@@ -11,6 +11,7 @@ from settled.model._system import System, SystemConfig
 
 from .._shrink import longest_paths
 from ._action import Action, transition_label
+from ._interactions import reachable_once
 from ._runner import system_probes
 from ._tour import path_to
 from ._tour import tour as machine_tour
@@ -26,7 +27,9 @@ def system_tour(system: System, forbidden: frozenset[str]) -> list[list[Action]]
     that refused action. Then the same search again from the first configuration reached
     with each other value of the system's own variables (the shared stock gone, a message
     pending), so each step is also fired there: an order's handler refused because the
-    stock is gone, not only because another writer changed a product.
+    stock is gone, not only because another writer changed a product. And a shortest run
+    for each interaction the bounded reachability search finds (:mod:`._interactions`): a
+    step moving the shared state while another instance sits in each of its control states.
 
     The refusals are what a system adds: a confirmation refused because the session's
     message is pending, reached after a draft was made, or after the message arrived, or
@@ -40,6 +43,9 @@ def system_tour(system: System, forbidden: frozenset[str]) -> list[list[Action]]
         if shared != start.shared:
             _tour_search(system, plans, forbidden, config, path, goals)
     _lift_machine_runs(system, forbidden, goals)
+    # Each cross-instance story the explorer reaches, performed on purpose (not by chance).
+    for key, run in reachable_once(system, forbidden).runs.items():
+        goals.setdefault(("story", *key), run)
     return longest_paths([goals[k] for k in sorted(goals, key=repr)])
 
 

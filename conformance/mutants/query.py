@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from settled.impl.platform._platform import PlatformStatus, SubmitAnswer
+from settled.impl.platform._platform import CancelAnswer, PlatformStatus, SubmitAnswer
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import (
     CONFIRM_PARAMS,
@@ -63,6 +63,8 @@ __all__ = [
     "CancelOverridesSuccess",
     "CancelWithoutEvidence",
     "ConditionUpdateKeepsDrafts",
+    "FailedCancelDropsRequest",
+    "FailedCancelIsCancelled",
     "FourthSubmission",
     "LateResultMovesPhase",
     "LookupTimeoutIsNotFound",
@@ -535,6 +537,39 @@ class BusyIsRejection(Worker):
         return answer, fault  # bug; shipped: return answer_and_fault
 
 
+class FailedCancelIsCancelled(Worker):
+    """Q21 broken: a cancel call that got no answer is recorded as cancelled.
+
+    How it gets written: "we asked it to stop; a cancel that times out is one the
+    platform is busy carrying out": the client's failure is read as the platform's
+    consent, so a query whose cancel never arrived, or that had already succeeded,
+    ends cancelled with no evidence.
+    """
+
+    def _cancel(self, query_id: str) -> tuple[CancelAnswer | None, str | None]:
+        try:
+            return self.platform.cancel(query_id), None
+        except Exception:  # bug: the failure is not kept; shipped: except Exception as exc:
+            # bug: no answer taken for "cancelled"; shipped: return None, self._unanswered(exc)
+            return CancelAnswer(found=True, status=PlatformStatus.CANCELLED), None
+
+
+class FailedCancelDropsRequest(Worker):
+    """Q21 broken: a cancel call that got no answer clears the cancel request.
+
+    How it gets written: the request is marked done once the cancel call was made
+    ("we sent it, the platform will stop it"), so when the call failed before the
+    platform saw it the query keeps running, nothing asks again, and a cancel the
+    user requested is silently dropped.
+    """
+
+    def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
+              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
+        if trigger == "cancel_unanswered":  # bug
+            updates = {**(updates or {}), "cancel_state": "none"}
+        return super()._step(conn, row, trigger, to_state, updates, fault)
+
+
 class WorkerClearsCancelIntent(Worker):
     """Q19 broken: the worker rewrites the cancel intent along with the execution state.
 
@@ -823,6 +858,8 @@ MUTANTS: list[Mutant] = [
     _mutant("Q12-submitting-committed-after-call", SubmittingAfterCall),
     _mutant("Q21-cancel-without-platform-evidence", CancelWithoutEvidence),
     _mutant("Q21-cancel-overrides-platform-success", CancelOverridesSuccess),
+    _mutant("Q21-failed-cancel-call-recorded-as-cancelled", FailedCancelIsCancelled),
+    _mutant("Q21-failed-cancel-call-drops-the-request", FailedCancelDropsRequest),
     _mutant("Q11-stale-epoch-write-accepted", StaleEpochWriteAccepted),
     _mutant("Q8-reconfirmation-queues-again", ReconfirmRequeues),
     _mutant("Q5-partial-quote-accepted", PartialQuoteAccepted),

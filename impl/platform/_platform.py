@@ -114,13 +114,13 @@ class PlatformStatus(enum.Enum):
 class Fault(enum.Enum):
     """One-shot faults; each is consumed by the next call it applies to."""
 
-    LOST_RESPONSE = "lost_response"  # submit arrives and is processed, the answer is lost
+    LOST_RESPONSE = "lost_response"  # submit or cancel is processed, the answer is lost
     UNDELIVERED = "undelivered"  # submit never arrives: nothing stored, nothing counted
     REJECT = "reject"  # a submit that would store a new submission is refused instead
     LOOKUP_TIMEOUT = "lookup_timeout"  # lookup: nothing learnt, no poll counted
-    CANCEL_TIMEOUT = "cancel_timeout"  # cancel: nothing changed
+    CANCEL_TIMEOUT = "cancel_timeout"  # cancel never arrives: nothing changed
     EXEC_FAIL = "exec_fail"  # the next completion fails with a runtime error
-    # Every other failure that proves nothing (Q14, Q15), for submit and lookup alike:
+    # Every other failure that proves nothing (Q14, Q15, Q21), for every call alike:
     RESET_BEFORE = "reset_before"  # the connection resets before the request arrives
     RESET_AFTER = "reset_after"  # the request is processed, then the connection resets
     MALFORMED = "malformed"  # the request is processed, the answer cannot be decoded
@@ -131,7 +131,8 @@ class Fault(enum.Enum):
 # What the caller meets for each fault: one kind (and one text) for a failure before and
 # after processing, so the caller can never tell whether the platform acted.
 FAULT_KIND: Final = {Fault.LOST_RESPONSE: "timeout", Fault.UNDELIVERED: "timeout",
-                     Fault.LOOKUP_TIMEOUT: "timeout", Fault.RESET_BEFORE: "reset",
+                     Fault.LOOKUP_TIMEOUT: "timeout", Fault.CANCEL_TIMEOUT: "timeout",
+                     Fault.RESET_BEFORE: "reset",
                      Fault.RESET_AFTER: "reset", Fault.MALFORMED: "malformed",
                      Fault.ERROR: "error", Fault.BUSY: "busy"}
 # Submit faults that strike before the platform stores anything, and after it did.
@@ -140,6 +141,10 @@ SUBMIT_AFTER: Final = (Fault.LOST_RESPONSE, Fault.RESET_AFTER, Fault.MALFORMED)
 # Lookup faults: a lookup changes nothing on the platform, so before and after are one.
 LOOKUP_FAULTS: Final = (Fault.LOOKUP_TIMEOUT, Fault.RESET_BEFORE, Fault.RESET_AFTER,
                         Fault.MALFORMED, Fault.ERROR, Fault.BUSY)
+# Cancel faults, like submit's: before the platform saw the request, and after it acted on it
+# (a running submission cancelled, a finished one left as it was).
+CANCEL_BEFORE: Final = (Fault.CANCEL_TIMEOUT, Fault.RESET_BEFORE, Fault.ERROR, Fault.BUSY)
+CANCEL_AFTER: Final = (Fault.LOST_RESPONSE, Fault.RESET_AFTER, Fault.MALFORMED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,14 +488,20 @@ class SyntheticPlatform:
         _require_query_id(query_id)
         conn = self._ledger()
         answer: CancelAnswer | None = None
+        fault: Fault | None = None
         try:
             with write(conn):
-                if not _take_fault(conn, Fault.CANCEL_TIMEOUT):
+                fault = _take_first(conn, CANCEL_BEFORE)
+                if fault is None:
                     answer = self._cancel(conn, query_id)
+                    fault = _take_first(conn, CANCEL_AFTER)
         except Busy as exc:
-            raise self._cancel_timeout(query_id) from exc
-        if answer is None:
-            raise self._cancel_timeout(query_id)
+            raise self._cancel_timeout(query_id, "busy") from exc
+        # Raised after COMMIT: a cancel whose answer was lost still cancelled (Q21).
+        if fault is not None:
+            raise self._cancel_timeout(query_id, FAULT_KIND[fault])
+        if answer is None:  # unreachable: no fault means the cancel was processed
+            raise self._cancel_timeout(query_id, "busy")
         return answer
 
     @staticmethod
@@ -506,11 +517,11 @@ class SyntheticPlatform:
         return CancelAnswer(found=True, status=PlatformStatus(row["status"]))
 
     @staticmethod
-    def _cancel_timeout(query_id: str) -> PlatformUnavailable:
+    def _cancel_timeout(query_id: str, kind: str = "timeout") -> PlatformUnavailable:
+        # One text per kind, whether the cancel was applied or not (as for submit).
         return PlatformUnavailable(
-            f"the platform did not answer the cancel of query {query_id!r}; whether it stopped "
-            "is unknown: look it up, cancelled is recorded only on evidence (Q21)"
-        )
+            f"the platform {_WHAT[kind]} the cancel of query {query_id!r}; whether it stopped "
+            "is unknown: look it up, cancelled is recorded only on evidence (Q21)", kind)
 
     # ---------------------------------------------------------------- the platform's own work
     def complete(self, query_id: str) -> PlatformStatus:

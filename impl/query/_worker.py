@@ -439,7 +439,7 @@ class Worker:
         if state not in (S.UNKNOWN, S.RUNNING):
             raise NotAllowed(f"cannot settle the cancel of query {query_id!r} while it is "
                              f"{state.value}; finish the submit call or look it up first (Q13)")
-        answer, _fault = self._cancel(query_id)
+        answer, fault = self._cancel(query_id)  # no answer: cancelled or not? (Q21, Q14)
         status = None if answer is None else answer.status
         result = None
         if status is PlatformStatus.SUCCEEDED:
@@ -447,8 +447,10 @@ class Worker:
             answer = None if fault is not None else answer
         with self._fenced(query_id) as (conn, row):
             self._require(row, "settle_cancel", state)
-            if answer is None:  # the cancel may or may not have happened: no evidence, no event
-                new = self._touch(conn, row)
+            if answer is None:
+                # The cancel may or may not have been applied: nothing learnt, the query and
+                # its request stay as they are; the fault is logged, as a lookup's is.
+                new = self._step(conn, row, "cancel_unanswered", state, fault=fault)
             elif status is PlatformStatus.CANCELLED:
                 new = self._settle(conn, row, "cancel_confirmed", S.CANCELLED)
             else:
