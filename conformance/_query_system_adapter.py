@@ -26,6 +26,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,9 @@ from ._query_adapter import (
 
 SESSION, USER = "session-0", "user-0"
 NEW_MESSAGE = "wait, by day"
+# A later message is sent on a later day: its request clock is not the confirming message's,
+# so a notification stamped with the newest message's clock is told apart (M2).
+LATER_CLOCK = (CLOCK[0] + timedelta(days=3, hours=5), CLOCK[1])
 
 _SYSTEMS: dict[tuple[int, int], Any] = {}
 
@@ -106,6 +110,7 @@ class QuerySystemAdapter(QueryAdapter):
         self.reader = self.store.receive_message(SESSION, USER, "what did it return?", CLOCK,
                                                  task_id=self.task.task_id).message_id
         self.pending: str | None = None  # the newest message, while it is not attributed
+        self.later: str | None = None  # the newest later message than the confirming one
         self.items = [_Query(self) for _ in range(queries)]  # type: ignore[misc]
         # The notification a confirmation may quote, made before any step: made later, its
         # side query's own confirmation would meet a pending message of the session.
@@ -137,7 +142,8 @@ class QuerySystemAdapter(QueryAdapter):
             self.crash_process(int(params["worker"]))
         elif trigger == "message_received":
             self.pending = self.store.receive_message(SESSION, USER, NEW_MESSAGE,
-                                                      CLOCK).message_id
+                                                      LATER_CLOCK).message_id
+            self.later = self.pending
         elif trigger == "message_attributed":
             if self.pending is None:
                 raise CallerError("no message is waiting for attribution")
@@ -155,6 +161,14 @@ class QuerySystemAdapter(QueryAdapter):
         live = {s.value for s in LIVE}
         self.workers[w].held = {q: e for q, e in old.held.items()
                                 if self.store.query(q).state.value not in live}
+
+    def _message_state(self) -> str:
+        """The session's newest user message as the store has it: the confirming one, or the
+        latest one received here, pending while the store has not attributed it."""
+        if self.later is None:
+            return "attributed"
+        attribution = self.store.message(self.later).attribution
+        return "later" if attribution == "attributed" else "pending"
 
     def version(self) -> None:
         """None: the system kit observes every instance and the system after every step."""
@@ -189,10 +203,7 @@ class QuerySystemAdapter(QueryAdapter):
     # ------------------------------------------------------------------ observe
     def observe(self, instance: int | None) -> Mapping[str, Any]:
         if instance is None:
-            if self.pending is None:
-                return {"message": "attributed"}
-            attribution = self.store.message(self.pending).attribution
-            return {"message": "attributed" if attribution == "attributed" else "pending"}
+            return {"message": self._message_state()}
         out = dict(super().observe(instance))
         if self.items[instance].query_id is None:  # the task's row is shared, draft or not
             task = self.store.task(self.task.task_id)

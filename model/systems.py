@@ -21,7 +21,12 @@ Q10, Q11, Q13, Q23, Q24):
 * The session's newest message (``message``) is received and attributed by
   the system itself; the confirm call's ``message`` parameter is bound to it,
   so an unattributed message blocks the first confirmation of any draft of
-  the session (Q9, Q10).
+  the session (Q9, Q10). A received message is a *later* one, on a later
+  request clock, and it may arrive at any point, so between a confirmation
+  and its result notification too: the notification must still carry the
+  clock of the message the query's budget came from, not the newest one's
+  (M2). Once a later message is attributed, ``message`` stays ``later``, so
+  the kit's tour fires every step again with a later message present.
 * Queries are interchangeable, and so are worker processes (the ``worker``
   parameter indexes ``held``): the explorer reduces by both.
 
@@ -69,7 +74,11 @@ from .approval import APPROVAL
 from .ledger import LEDGER
 from .query import build_query_machine
 
-MESSAGE_STATES = ("attributed", "pending")
+# The session's newest user message: the confirming one, attributed (the start); a newer one
+# whose task is not decided yet; a newer one, attributed. A newer message has a later request
+# clock than the confirming one, so a notification that took the newest message's clock
+# instead of its budget message's (M2) differs from the one it must carry.
+MESSAGE_STATES = ("attributed", "pending", "later")
 
 # The approval steps that run inside the runtime under the session's lock (A8): a caller's
 # create, approve, reject, execute, cancel, resume and reconcile, and the runtime's recovery
@@ -88,7 +97,7 @@ def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,
     machine = build_query_machine(workers=workers, max_epoch=max_epoch,
                                   max_task_version=max_task_version)
     pending = Guard("message_pending", S.message == "pending")
-    attributed = Guard("message_attributed", S.message == "attributed")
+    attributed = Guard("message_attributed", S.message != "pending")
     return System(
         name="query_system",
         meaning=(f"one task of one session: {queries} queries, {workers} worker "
@@ -97,20 +106,23 @@ def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,
         instances=queries,
         shared=("task_version", "clarifying"),
         variables=(Variable("message", MESSAGE_STATES, "attributed",
-                            "the session's newest message: attributed to a task, or still pending "
-                            "(Q9, Q10)"),),
+                            "the session's newest user message: the confirming one (attributed), "
+                            "a later one still pending, or a later one attributed; a later one "
+                            "has a later request clock (Q9, Q10, M2)"),),
         transitions=(
-            SharedTransition("message_received", "a new user message arrives; its task is "
-                             "not yet decided", ("Q9", "Q10"), guards=(attributed,),
+            SharedTransition("message_received", "a new user message arrives, on a later "
+                             "request clock; its task is not yet decided", ("Q9", "Q10", "M2"),
+                             guards=(attributed,),
                              effect=Effect({"message": "pending"}),
                              actor="user"),
             SharedTransition("message_attributed", "the message is attributed to a task",
                              ("Q10",), guards=(pending,),
-                             effect=Effect({"message": "attributed"}),
+                             effect=Effect({"message": "later"}),
                              actor="worker"),
         ),
         sync=("condition_updated", "crash"),
-        bind=(Binding("message", S.message),),  # the session's message state
+        # the session's message state: only a pending one blocks a confirmation
+        bind=(Binding("message", when(S.message == "pending", "pending", "attributed")),),
         worker=("worker", "held"),
     )
 
