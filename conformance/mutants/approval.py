@@ -415,6 +415,29 @@ class R6RestartRefreshesResult(ApprovalRuntime):
         return super()._resume(call)
 
 
+# -- W4: a new token deduplicated by its arguments ----------------------------------------------
+class W4NewTokenDeduplicatedByArguments(BusinessStore):
+    """W4 broken: a new token whose arguments match a recorded request gets that request's
+    result; the call is neither validated nor applied.
+
+    How it gets written: "idempotency protects the user from doing the same thing twice",
+    so an unknown token falls back to the request's fingerprint. But a token is the call's
+    identity, not the user's intent: the same stock adjustment asked for again, under a new
+    token, is a new call the store must validate and apply.
+    """
+
+    @staticmethod
+    def _first_result(conn: sqlite3.Connection, token: str, tool: str,
+                      wanted: str) -> Any:
+        first = BusinessStore._first_result(conn, token, tool, wanted)
+        if first is not None:
+            return first
+        row = conn.execute(  # the bug: the request's arguments stand in for its identity
+            "SELECT result FROM mutation_requests WHERE tool = ? AND args_fingerprint = ? "
+            "ORDER BY created_at LIMIT 1", (tool, wanted)).fetchone()
+        return None if row is None else json.loads(row["result"])
+
+
 # -- R3: a restart proposes an approved call again ----------------------------------------------
 class R3ApprovedCallProposedAgain(ApprovalRuntime):
     """R3 broken: a restart withdraws an approved call that never reached its handler and
@@ -525,6 +548,10 @@ MUTANTS: list[Mutant] = [
     Mutant("R6-restart-reruns-checkpointed-call", "R6", "approval",
            "a restart after the result checkpoint runs the call again under a fresh token",
            _adapter("R6Adapter", runtime_class=R6RestartRefreshesResult)),
+    Mutant("W4-new-token-deduplicated-by-arguments", "W4", "approval",
+           "a new token whose arguments match a recorded request gets that request's result",
+           _adapter("W4Adapter", business_class=W4NewTokenDeduplicatedByArguments,
+                    runtime_class=runtime_opening(W4NewTokenDeduplicatedByArguments))),
     Mutant("R3-approved-call-proposed-again", "R3", "approval",
            "a restart withdraws an approved call and proposes a copy under a new token",
            _adapter("R3Adapter", runtime_class=R3ApprovedCallProposedAgain)),
