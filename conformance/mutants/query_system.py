@@ -24,6 +24,7 @@ from settled.model.query import QueryState as S
 
 from .._query_system_adapter import QuerySystemAdapter
 from . import Mutant
+from .query import VersionCountsEveryTask
 
 __all__ = ["MUTANTS", "NotificationTakesNewestClock", "OlderPendingMessageIgnored",
            "UpdateInvalidatesNewestDraftOnly"]
@@ -130,4 +131,6 @@ MUTANTS: list[Mutant] = [
     _mutant("T2-update-invalidates-newest-draft-only", UpdateInvalidatesNewestDraftOnly),
     _mutant("Q9-older-pending-message-ignored", OlderPendingMessageIgnored),
     _mutant("M2-notification-takes-newest-message-clock", NotificationTakesNewestClock),
+    # The machine catalogue's T1 bug, in a session that really has two tasks.
+    _mutant("T1-version-counted-over-the-session-tasks", VersionCountsEveryTask),
 ]
