@@ -238,6 +238,7 @@ class _Item:
     resubmits: int = 0
     replay_first: Any = None  # the setup adjustment's first result (W2)
     replay_answers: list[Any] = field(default_factory=list)  # what replaying its token returned
+    renewals: list[Any] = field(default_factory=list)  # its arguments under new tokens (W4)
 
     @property
     def replay_token(self) -> str:
@@ -514,6 +515,11 @@ class ApprovalAdapter(Adapter):
         answer = self.world.adjust_stock(item.replay_token, item.replay_args())
         item.replay_answers.append(answer)
 
+    def token_renewed(self, item: _Item) -> None:
+        """The setup adjustment's arguments, sent again under a new token: a new call (W4)."""
+        token = f"setup-stock-{item.n}-renewed-{len(item.renewals) + 1}"
+        item.renewals.append(self.world.adjust_stock(token, item.replay_args()))
+
     def retention_purge(self, item: _Item) -> None:
         """Every idempotency record's lifetime has run out; the runtime keeps what it needs."""
         runtime = self.runtime_class(self.checkpoint_path, self.business_path, clock=item.clock,
@@ -536,7 +542,8 @@ class ApprovalAdapter(Adapter):
             view = self.protocol.view(c)
             return {"state": c.state, **{v.name: view[v.name] for v in self.protocol.variables
                                          if not v.ghost and v.name not in self.unobservable},
-                    "draft_order": self._draft(item), "replay": self._replay(item)}
+                    "draft_order": self._draft(item), "replay": self._replay(item),
+                    "renewal": self._renewal(item)}
         commits = self._commits(item, row["tool"])
         state = row["state"]
         if state == "executing" and commits:  # the checkpoint cannot see the commit
@@ -550,11 +557,22 @@ class ApprovalAdapter(Adapter):
                     item.tools[row["tool"]].schema_fingerprint == row["schema_fingerprint"],
                 "result": self._result(row), "commits": commits,
                 "draft_order": self._draft(item), "replay": self._replay(item),
-                "token_record": self._token_record(row, commits)}
+                "renewal": self._renewal(item), "token_record": self._token_record(row, commits)}
+
+    @staticmethod
+    def _renewed(item: _Item) -> int:
+        """The renewals that were applied as new calls (their answer is not the first one)."""
+        return sum(1 for answer in item.renewals if answer != item.replay_first)
+
+    def _renewal(self, item: _Item) -> str:
+        """New call: every renewal was applied, not answered with the first call's result."""
+        return "new_call" if self._renewed(item) == len(item.renewals) else "deduplicated"
 
     def _replay(self, item: _Item) -> str:
-        """First: every replay answered with the first result, and the stock moved once."""
-        moved_once = self.world.stock(item.replay_args()["sku"]) == STOCK + 1
+        """First: every replay answered with the first result, and the stock moved once (and
+        once more for each renewal applied as a new call)."""
+        moved_once = (self.world.stock(item.replay_args()["sku"])
+                      == STOCK + 1 + self._renewed(item))
         same = all(answer == item.replay_first for answer in item.replay_answers)
         return "first" if same and moved_once else "applied_again"
 
@@ -708,6 +726,7 @@ _STEPS: Final[dict[str, Step]] = {
     "draft_resubmitted": _do("draft_resubmitted"),
     "retention_purge": _do("retention_purge"),
     "token_replayed": _do("token_replayed"),
+    "token_renewed": _do("token_renewed"),
 }
 if set(_STEPS) != set(APPROVAL.triggers()):  # checked when the table is made, not mid-run
     raise RuntimeError("the approval adapter maps triggers "

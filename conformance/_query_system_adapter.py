@@ -17,8 +17,10 @@ worker processes. So what the system declares shared is really shared:
   the object with every lease it holds on a live query and starts a new one
   of the same name from the files.
 
-``observe(None)`` reports the system's own variable: ``message`` is
-``pending`` while the newest message of the session is not attributed.
+``observe(None)`` reports the system's own variables: ``message`` is
+``pending`` while the newest message of the session is not attributed;
+``other_task`` is how far the session's second task's conditions moved
+(``other_task_updated`` is one update of that task's row).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,9 @@ from ._query_adapter import (
 
 SESSION, USER = "session-0", "user-0"
 NEW_MESSAGE = "wait, by day"
+# A later message is sent on a later day: its request clock is not the confirming message's,
+# so a notification stamped with the newest message's clock is told apart (M2).
+LATER_CLOCK = (CLOCK[0] + timedelta(days=3, hours=5), CLOCK[1])
 
 _SYSTEMS: dict[tuple[int, int], Any] = {}
 
@@ -97,6 +103,9 @@ class QuerySystemAdapter(QueryAdapter):
         self.store = self.store_class(self.store_path, self._client())
         self.workers = [self._worker(w) for w in range(workers)]
         self.task = self.store.create_task(USER, SESSION, {"month": "2026-01", "unit": "yuan"})
+        # The session's second task: no query of the system's, its conditions only (T1, T2).
+        self.other = self.store.create_task(USER, SESSION, {"month": "2026-02", "unit": "yuan"})
+        self.other_created = self.other.condition_version
         self.run = self.store.start_run(SESSION)
         message = self.store.receive_message(SESSION, USER, MESSAGE_TEXT, CLOCK,
                                              task_id=self.task.task_id)
@@ -106,6 +115,7 @@ class QuerySystemAdapter(QueryAdapter):
         self.reader = self.store.receive_message(SESSION, USER, "what did it return?", CLOCK,
                                                  task_id=self.task.task_id).message_id
         self.pending: str | None = None  # the newest message, while it is not attributed
+        self.later: str | None = None  # the newest later message than the confirming one
         self.items = [_Query(self) for _ in range(queries)]  # type: ignore[misc]
         # The notification a confirmation may quote, made before any step: made later, its
         # side query's own confirmation would meet a pending message of the session.
@@ -133,11 +143,16 @@ class QuerySystemAdapter(QueryAdapter):
             task = self.store.task(self.task.task_id)
             self.store.update_conditions(task.task_id, task.condition_version,
                                          {"revision": task.condition_version + 1})
+        elif trigger == "other_task_updated":  # one update of the other task's row
+            other = self.store.task(self.other.task_id)
+            self.store.update_conditions(other.task_id, other.condition_version,
+                                         {"revision": other.condition_version + 1})
         elif trigger == "crash":
             self.crash_process(int(params["worker"]))
         elif trigger == "message_received":
             self.pending = self.store.receive_message(SESSION, USER, NEW_MESSAGE,
-                                                      CLOCK).message_id
+                                                      LATER_CLOCK).message_id
+            self.later = self.pending
         elif trigger == "message_attributed":
             if self.pending is None:
                 raise CallerError("no message is waiting for attribution")
@@ -155,6 +170,20 @@ class QuerySystemAdapter(QueryAdapter):
         live = {s.value for s in LIVE}
         self.workers[w].held = {q: e for q, e in old.held.items()
                                 if self.store.query(q).state.value not in live}
+
+    def _message_state(self) -> str:
+        """The session's newest user message as the store has it: the confirming one, or the
+        latest one received here, pending while the store has not attributed it."""
+        if self.later is None:
+            return "attributed"
+        attribution = self.store.message(self.later).attribution
+        return "later" if attribution == "attributed" else "pending"
+
+    def _other_task(self) -> str:
+        """The second task's conditions: as created, updated once, or a version the model
+        has no name for (reported as it is, outside the domain)."""
+        moved = self.store.task(self.other.task_id).condition_version - self.other_created
+        return {0: "unchanged", 1: "updated"}.get(moved, f"moved by {moved}")
 
     def version(self) -> None:
         """None: the system kit observes every instance and the system after every step."""
@@ -189,10 +218,7 @@ class QuerySystemAdapter(QueryAdapter):
     # ------------------------------------------------------------------ observe
     def observe(self, instance: int | None) -> Mapping[str, Any]:
         if instance is None:
-            if self.pending is None:
-                return {"message": "attributed"}
-            attribution = self.store.message(self.pending).attribution
-            return {"message": "attributed" if attribution == "attributed" else "pending"}
+            return {"message": self._message_state(), "other_task": self._other_task()}
         out = dict(super().observe(instance))
         if self.items[instance].query_id is None:  # the task's row is shared, draft or not
             task = self.store.task(self.task.task_id)

@@ -347,6 +347,10 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
                    "a settled write's token is sent again with the same arguments, within its "
                    "record's lifetime: the first result comes back and the business data does "
                    "not change again", ("W2",), actor="user", observed_as=None),
+        Transition("token_renewed", OPEN, None,
+                   "a settled write's arguments are sent again under a new token: a new call "
+                   "identity, validated and applied again (token idempotency is call identity, "
+                   "not user intent)", ("W4",), actor="user", observed_as=None),
         Transition("retention_purge", OPEN, None,
                    "the idempotency records' lifetime runs out: every record is deleted except "
                    "the tokens of calls that may still resume", ("W8",), actor="environment",
@@ -399,6 +403,10 @@ def _variables(auto_retries: int) -> tuple[Variable, ...]:
         Variable("replay", ("first", "applied_again"), "first",
                  "what replaying a settled write's token yields: its first result, or a second "
                  "change (W2)", logged=False),
+        Variable("renewal", ("new_call", "deduplicated"), "new_call",
+                 "what sending a settled write's arguments under a new token yields: a new "
+                 "call, validated and applied again, or the first call's result (W4)",
+                 logged=False),
         Variable("token_record", ("kept", "lost"), "kept",
                  "the call's idempotency record is in the business store whenever the call may "
                  "still resume (W8)", logged=False),
@@ -447,6 +455,9 @@ INVARIANTS: Final = (
               ("W7",), V.draft_order == "original"),
     Invariant("replay_returns_first", "a replayed token returns its first result and changes "
               "nothing", ("W2",), V.replay == "first"),
+    Invariant("new_token_is_new_call", "the same arguments under a new token are a new call, "
+              "applied again, never the first call's result", ("W4",),
+              V.renewal == "new_call"),
     Invariant("retention_keeps_in_flight_tokens",
               "retention never deletes the record of a call that may still resume", ("W8",),
               V.token_record == "kept"),

@@ -173,7 +173,7 @@ def query_system_liveness(system: System) -> Liveness:
                  "ends in a terminal state", ("Q7", "Q11", "Q15", "Q23")),
         Progress("message_attributed", Pred(instances=EVERY, system=(Cmp("message", "==",
                                                                         "pending"),)),
-                 Pred(instances=EVERY, system=(Cmp("message", "==", "attributed"),)),
+                 Pred(instances=EVERY, system=(Cmp("message", "!=", "pending"),)),
                  "a pending message is attributed, so confirmation is not blocked forever",
                  ("Q9", "Q10")),
     ))

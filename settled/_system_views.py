@@ -63,11 +63,15 @@ def system_dot(s: System) -> str:
         out.append(f'  system_vars [label="{_lines("system variables", *rows)}", shape=note];')
     for actor in sorted({t.actor for t in s.transitions}):
         out.append(f'  actor_{actor} [label="{_esc(actor)}", shape=plaintext];')
-    for t in s.transitions:
-        guards = ", ".join(g.name for g in t.guards)
-        text = _lines(f"{t.trigger}{f' [{guards}]' if guards else ''}", f"{t.effect.text}{_rules(t.rules)}",
-                      left=False)
-        out.append(f'  actor_{t.actor} -> system_vars [label="{text}"];')
+    # One edge per actor, its transitions stacked in its label (side by side, they get wide).
+    for actor in sorted({t.actor for t in s.transitions}):
+        lines: list[str] = []
+        for t in s.transitions:
+            if t.actor == actor:
+                guards = ", ".join(g.name for g in t.guards)
+                lines += [f"{t.trigger}{f' [{guards}]' if guards else ''}",
+                          f"{t.effect.text}{_rules(t.rules)}"]
+        out.append(f'  actor_{actor} -> system_vars [label="{_lines(*lines, left=False)}"];')
     by_trigger = {t.trigger: t for t in m.transitions}
     for trigger in s.sync:
         synced = by_trigger.get(trigger)

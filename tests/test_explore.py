@@ -637,7 +637,8 @@ def test_a_system_reports_its_unbreakable_properties_too() -> None:
     result = explore_system(build_approval_system())
     assert result.ok
     assert [x["name"] for x in result.to_json()["lockstep_only"]] == [
-        "draft_submitted_once", "replay_returns_first", "retention_keeps_in_flight_tokens"]
+        "draft_submitted_once", "replay_returns_first", "new_token_is_new_call",
+        "retention_keeps_in_flight_tokens"]
 
 
 @pytest.mark.parametrize("name", ["query", "approval", "ledger"])

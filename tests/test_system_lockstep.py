@@ -28,7 +28,9 @@ from settled.conformance._query_adapter import QueryAdapter
 from settled.conformance._query_system_adapter import QuerySystemAdapter, query_system
 from settled.conformance._shrink import Divergence, Invalid
 from settled.conformance._suites import SYSTEM_SUITES, query_suite
+from settled.conformance.mutants.query import VersionCountsEveryTask
 from settled.conformance.mutants.query_system import (
+    NotificationTakesNewestClock,
     OlderPendingMessageIgnored,
     UpdateInvalidatesNewestDraftOnly,
 )
@@ -98,6 +100,78 @@ def test_a_pending_message_of_the_session_blocks_every_draft_and_is_observed(sys
              q(1, "confirm", True, message="pending", **CONFIRM),
              own("message_attributed"), q(1, "confirm", message="attributed", **CONFIRM)]
     assert _replay(system, QuerySystemAdapter, steps) is None
+
+
+# A query confirmed, a later message on a later day arrives and is attributed, then the
+# query settles: its notification must carry the confirming message's clock (M2).
+SETTLE_AFTER_LATER_MESSAGE = [
+    q(0, "check_passed"), q(0, "confirm", message="attributed", **CONFIRM),
+    own("message_received"), own("message_attributed"), q(0, "claim", worker=0),
+    q(0, "begin_submit", worker=0), q(0, "submit_rejected", worker=0)]
+
+
+@pytest.mark.rule("M2")
+def test_a_later_message_between_confirmation_and_notification_is_observed(system: Any) -> None:
+    assert _replay(system, QuerySystemAdapter, SETTLE_AFTER_LATER_MESSAGE) is None
+    run = Runner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
+    for a in SETTLE_AFTER_LATER_MESSAGE:
+        run.apply(a)
+        run.check()
+    assert run.adapter.observe(None) == {"message": "later", "other_task": "unchanged"}
+    assert run.observe(0)["notice"] == "source"
+    run.adapter.close()
+
+
+@pytest.mark.rule("M2")
+def test_a_notification_with_the_newest_message_s_clock_diverges_on_the_later_message(
+        system: Any) -> None:
+    """The check can fail: the mutant agrees until a later message exists, then its
+    notification's clock is the later message's, and the replay diverges on notice."""
+    mutant = type("Mutated", (QuerySystemAdapter,), {"worker_class": NotificationTakesNewestClock})
+    without_later = [a for a in SETTLE_AFTER_LATER_MESSAGE if a.who != "system"]
+    assert _replay(system, mutant, without_later) is None
+    diverged = _replay(system, mutant, SETTLE_AFTER_LATER_MESSAGE)
+    assert diverged is not None and "notice" in diverged
+
+
+def test_the_tour_fires_the_settling_steps_after_a_later_message(system: Any) -> None:
+    """Every run from the first configuration with a later, attributed message is a tour
+    goal: so a settled query with a later message present is reached whatever the seed."""
+    tour = system_tour(system, system.machine.refusable)
+    texts = [[a.text() for a in path] for path in tour]
+    later = [path for path in texts if "system message_attributed" in path
+             and any(t.startswith(("q0 submit_rejected", "q1 submit_rejected")) for t in
+                     path[path.index("system message_attributed"):])]
+    assert later, "no tour run settles a query after a later message was attributed"
+
+
+# Two tasks of one session: the other task's update moves nothing of this task's drafts (T1).
+OTHER_TASK_THEN_UPDATE = [
+    own("other_task_updated"), q(0, "check_passed"), every("condition_updated")]
+
+
+@pytest.mark.rule("T1", "T2")
+def test_the_session_s_other_task_moves_nothing_of_this_task(system: Any) -> None:
+    assert _replay(system, QuerySystemAdapter, OTHER_TASK_THEN_UPDATE) is None
+    run = Runner(system, lambda: QuerySystemAdapter(2, 2), system.machine.refusable)
+    for a in OTHER_TASK_THEN_UPDATE[:2]:
+        run.apply(a)
+        run.check()
+    assert run.adapter.observe(None)["other_task"] == "updated"
+    assert run.adapter.store.task(run.adapter.task.task_id).condition_version == \
+        run.adapter.task.condition_version
+    run.adapter.close()
+
+
+@pytest.mark.rule("T1")
+def test_a_version_counted_over_the_session_diverges_on_the_other_task_s_update(
+        system: Any) -> None:
+    """The check can fail: counted over the session's two tasks, the other task's update
+    jumps its version past one, and the kit sees it at that very step."""
+    mutant = type("Mutated", (QuerySystemAdapter,), {"store_class": VersionCountsEveryTask})
+    assert _replay(system, mutant, [q(0, "check_passed")]) is None
+    diverged = _replay(system, mutant, OTHER_TASK_THEN_UPDATE)
+    assert diverged is not None and "other_task='moved by" in diverged
 
 
 @pytest.mark.rule("Q6", "Q22")
@@ -239,18 +313,25 @@ class _NoSystemVariables(QuerySystemAdapter):
 def test_an_adapter_omitting_a_system_variable_is_an_adapter_error(tmp_path: Path) -> None:
     report = lockstep(_NoSystemVariables, profile="dev", seed=0, out=tmp_path)
     assert report.status == "adapter_error" and report.exit_code == 3
-    assert "left out the system variable(s) ['message']" in (report.adapter_error or "")
+    assert "left out the system variable(s) ['message', 'other_task']" in (
+        report.adapter_error or "")
 
 
 def test_system_observations_are_held_to_the_contract(system: Any) -> None:
-    assert check_system_observation(system, {"message": "pending"}) == {"message": "pending"}
-    for bad, says in (({}, "left out"), ({"message": "pending", "x": 1}, "unknown key"),
-                      ({"message": 3}, "not a value of its kind"), (["message"], "not a mapping")):
+    ok = {"message": "pending", "other_task": "unchanged"}
+    assert check_system_observation(system, ok) == ok
+    for bad, says in (({}, "left out"), ({**ok, "x": 1}, "unknown key"),
+                      ({**ok, "message": 3}, "not a value of its kind"),
+                      (["message"], "not a mapping")):
         with pytest.raises(AdapterError, match=says):
             check_system_observation(system, bad)
+    later = {"message": "later", "other_task": "updated"}
+    assert check_system_observation(system, later) == later
     # A value of the right kind the model's domain does not hold is the implementation's.
     with pytest.raises(Divergence, match="message='lost' is outside its domain"):
-        check_system_observation(system, {"message": "lost"})
+        check_system_observation(system, {**ok, "message": "lost"})
+    with pytest.raises(Divergence, match="other_task='moved by 2' is outside its domain"):
+        check_system_observation(system, {**ok, "other_task": "moved by 2"})
 
 
 def test_an_adapter_whose_instances_do_not_match_its_system_is_an_adapter_error() -> None:
@@ -276,8 +357,21 @@ def test_the_shared_state_mutants_die_on_ci_seeds(seed: int, tmp_path: Path) -> 
     report = run_mutants(profile("ci"), seed=seed, out=tmp_path,
                          names=["T2-update-invalidates-newest-draft-only",
                                 "Q9-older-pending-message-ignored",
+                                "T1-version-counted-over-the-session-tasks",
                                 "W6-stock-unchecked-at-commit"])
     assert report.ok, report.to_json()
+
+
+@pytest.mark.slow
+@pytest.mark.rule("M2")
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_the_newest_message_clock_mutant_dies_on_every_ci_seed(seed: int, tmp_path: Path) -> None:
+    """The notification clock bug once caught on 2 seeds of 10: a later message on a later
+    clock is now part of the system's environment, and the tour settles a query after one."""
+    report = run_mutants(profile("ci"), seed=seed, out=tmp_path,
+                         names=["M2-notification-takes-newest-message-clock"])
+    assert report.ok, report.to_json()
+    assert [m.killed_by for m in report.mutants] == ["tour"]
 
 
 @pytest.mark.slow

@@ -265,7 +265,7 @@ def test_spec_lists_the_state_machines_outside_the_model_and_they_are_still_outs
     phases = {_values.PHASE_OPEN, _values.PHASE_EXECUTING, *_worker.SETTLED_PHASE.values()}
     assert all(f"`{phase}`" in section for phase in phases)
     from settled.model.systems import SYSTEMS
-    assert [v.name for v in SYSTEMS["query"].variables] == ["message"]
+    assert [v.name for v in SYSTEMS["query"].variables] == ["message", "other_task"]
 
 
 def test_checkpoint_call_states_are_the_approval_models_minus_the_unseen_two():

@@ -11,6 +11,7 @@ adapter that drives it. None of them is reachable from ``impl/``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from settled.impl.approval._approval import (
+    _APPROVED,
     _EXECUTING,
     _MAY_HAVE_STARTED,
     _NEVER_SHOWN,
@@ -41,6 +43,7 @@ from settled.impl.approval._business import (
     fingerprint,
     normalize,
 )
+from settled.impl.approval._checkpoint import SessionBusy
 from settled.impl.approval._reconciler import (
     LookupAnswer,
     LookupStatus,
@@ -460,6 +463,74 @@ class R6RestartRefreshesResult(ApprovalRuntime):
         return super()._resume(call)
 
 
+# -- W4: a new token deduplicated by its arguments ----------------------------------------------
+class W4NewTokenDeduplicatedByArguments(BusinessStore):
+    """W4 broken: a new token whose arguments match a recorded request gets that request's
+    result; the call is neither validated nor applied.
+
+    How it gets written: "idempotency protects the user from doing the same thing twice",
+    so an unknown token falls back to the request's fingerprint. But a token is the call's
+    identity, not the user's intent: the same stock adjustment asked for again, under a new
+    token, is a new call the store must validate and apply.
+    """
+
+    @staticmethod
+    def _first_result(conn: sqlite3.Connection, token: str, tool: str,
+                      wanted: str) -> Any:
+        first = BusinessStore._first_result(conn, token, tool, wanted)
+        if first is not None:
+            return first
+        row = conn.execute(  # the bug: the request's arguments stand in for its identity
+            "SELECT result FROM mutation_requests WHERE tool = ? AND args_fingerprint = ? "
+            "ORDER BY created_at LIMIT 1", (tool, wanted)).fetchone()
+        return None if row is None else json.loads(row["result"])
+
+
+# -- R3: a restart proposes an approved call again ----------------------------------------------
+class R3ApprovedCallProposedAgain(ApprovalRuntime):
+    """R3 broken: a restart withdraws an approved call that never reached its handler and
+    proposes it again, a new call under a new token.
+
+    How it gets written: "an approval answers the process that asked for it", so a new
+    process does not trust approvals it did not see being given: it cancels every call
+    approved but not yet executing and asks again. Recovery then consumes a copy, not the
+    original call, and the original's approval is thrown away.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        approved = [row[0] for row in self.checkpoints.connection.execute(
+            "SELECT call_id FROM calls WHERE state = ?", (State.APPROVED.value,))]
+        for call_id in approved:
+            call = self.get(call_id)
+            try:
+                with self.checkpoints.session_lock(call.session_id, "recover"):
+                    self._update(self.get(call_id), "cancel", _APPROVED, State.CANCELLED)
+            except SessionBusy:  # the session is held by a live runtime: leave it to that one
+                continue
+            self.propose(call.session_id, call.tool, call.args, run_id=call.run_id)
+
+
+# -- V1: display replay deciding a business fact ------------------------------------------------
+class V1DisplayDecidesRecovery(ApprovalRuntime):
+    """V1 broken: recovery reads the display log instead of asking the business store.
+
+    How it gets written: "the client saw everything that happened, in order", so a call
+    whose success event is missing from the display log never committed, and recovery
+    re-runs it without a lookup. A crash after the commit and before the result
+    checkpoint leaves no success event, so the handler is entered again for a call the
+    business store already holds.
+    """
+
+    def _lookup_and_act(self, call: Call) -> Call:
+        if not self._compatible(call):
+            return super()._lookup_and_act(call)
+        shown = {e.kind for e in self.events_since(call.run_id) if e.call_id == call.call_id}
+        if State.ANSWERED.value in shown:
+            return super()._lookup_and_act(call)
+        return self._absent(call)  # the bug: no success event displayed, so nothing committed
+
+
 def _adapter(name: str, **attributes: Any) -> type[ApprovalAdapter]:
     return type(name, (ApprovalAdapter,), attributes)
 
@@ -525,4 +596,14 @@ MUTANTS: list[Mutant] = [
     Mutant("R6-restart-reruns-checkpointed-call", "R6", "approval",
            "a restart after the result checkpoint runs the call again under a fresh token",
            _adapter("R6Adapter", runtime_class=R6RestartRefreshesResult)),
+    Mutant("W4-new-token-deduplicated-by-arguments", "W4", "approval",
+           "a new token whose arguments match a recorded request gets that request's result",
+           _adapter("W4Adapter", business_class=W4NewTokenDeduplicatedByArguments,
+                    runtime_class=runtime_opening(W4NewTokenDeduplicatedByArguments))),
+    Mutant("R3-approved-call-proposed-again", "R3", "approval",
+           "a restart withdraws an approved call and proposes a copy under a new token",
+           _adapter("R3Adapter", runtime_class=R3ApprovedCallProposedAgain)),
+    Mutant("V1-display-log-decides-recovery", "V1", "approval",
+           "recovery re-runs a call whose success event the display log lacks, without a lookup",
+           _adapter("V1Adapter", runtime_class=V1DisplayDecidesRecovery)),
 ]

@@ -834,6 +834,39 @@ class VersionCountsEveryTask(QueryStore):
         return self.task(task_id)
 
 
+class SupersededDraftConfirmable(QueryStore):
+    """Q6 broken: a draft that a revision replaced can still be confirmed and queued.
+
+    How it gets written: "pending confirmation" is read off the row's flags
+    (it passed its check, has no cancel request, was never submitted) rather
+    than off its state. A draft that a SQL-only revision replaced still has
+    all three, so the old SQL is queued beside its replacement.
+    """
+
+    def confirm(self, query_id: str, draft_version: int, condition_version: int,
+                instruction_quote: str, message_id: str, run_id: str) -> Query:
+        if self.query(query_id).state is not S.SUPERSEDED:
+            return super().confirm(query_id, draft_version, condition_version,
+                                   instruction_quote, message_id, run_id)
+        now = self._now()
+        with write(self._conn) as conn:
+            query = query_row(conn, query_id)
+            message = message_row(conn, message_id)
+            _check_versions(query, draft_version, condition_version)
+            _check_message(query, message, instruction_quote)
+            self._require_rights(conn, run_id, query["session_id"], query_id)
+            task = self._confirmable(conn, query, message)  # the bug: flags, not the state
+            conn.execute("UPDATE queries SET execution_state = ? WHERE query_id = ?",
+                         (S.AWAITING.value, query_id))  # "still a checked draft": confirm it
+            apply_step(conn, query_id, trigger="confirm", params=CONFIRM_PARAMS,
+                       from_state=S.AWAITING, to_state=S.QUEUED, at=now,
+                       updates={"authorized_version": task["condition_version"],
+                                "confirmation_message_id": message_id,
+                                "budget_message_id": message_id, "confirmed_run_id": run_id})
+            conn.execute("UPDATE messages SET applied_to_task = 1 WHERE message_id = ?",
+                         (message_id,))
+        return self.query(query_id)
+
 
 # --------------------------------------------------------------------------- the catalogue
 def _adapter(part: type[Worker] | type[QueryStore]) -> type[QueryAdapter]:
@@ -884,4 +917,5 @@ MUTANTS: list[Mutant] = [
     _mutant("Q9-pending-message-checked-after-queueing", PendingCheckedAfterQueueing),
     _mutant("Q22-stopped-run-requests-cancel", StoppedRunCancels),
     _mutant("T1-version-counted-over-the-session", VersionCountsEveryTask),
+    _mutant("Q6-superseded-draft-confirmable", SupersededDraftConfirmable),
 ]

@@ -18,13 +18,16 @@ from typing import cast
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import QueryStore, task_row
 from settled.impl.query._values import _DRAFT_STATES
+from settled.impl.query._worker import Worker
 from settled.impl.shared._errors import MessagePending, NotAllowed, StaleVersion
 from settled.model.query import LIVE, QueryState
 
 from .._query_system_adapter import QuerySystemAdapter
 from . import Mutant
+from .query import VersionCountsEveryTask
 
-__all__ = ["MUTANTS", "OlderPendingMessageIgnored", "UpdateInvalidatesNewestDraftOnly"]
+__all__ = ["MUTANTS", "NotificationTakesNewestClock", "OlderPendingMessageIgnored",
+           "UpdateInvalidatesNewestDraftOnly"]
 
 
 class UpdateInvalidatesNewestDraftOnly(QueryStore):
@@ -100,18 +103,47 @@ class OlderPendingMessageIgnored(QueryStore):
         return task
 
 
-def _adapter(store: type[QueryStore]) -> type[QuerySystemAdapter]:
+class NotificationTakesNewestClock(Worker):
+    """M2 broken across messages: a result notification takes the newest message's clock.
+
+    How it gets written: "the notification answers the conversation as it is
+    now", so it is stamped with the request clock of the session's newest
+    user message instead of the message the query's budget came from. While
+    no later message has arrived the two are the same message; once the user
+    wrote again, on a later day, "last month" in the notification means
+    another month.
+    """
+
+    @staticmethod
+    def _queue_in(conn: sqlite3.Connection, query_id: str, now: str) -> str | None:
+        made = Worker._queue_in(conn, query_id, now)
+        if made is None:
+            return made
+        newest = conn.execute(  # the bug: the session's newest user message, not the budget's
+            "SELECT m.request_clock_utc, m.time_zone FROM messages AS m JOIN queries AS q "
+            "ON q.session_id = m.session_id WHERE q.query_id = ? AND m.kind = 'user' "
+            "ORDER BY m.seq DESC LIMIT 1", (query_id,)).fetchone()
+        conn.execute("UPDATE notifications SET request_clock_utc = ?, time_zone = ? "
+                     "WHERE notification_id = ?", (newest[0], newest[1], made))
+        return made
+
+
+def _adapter(part: type[QueryStore] | type[Worker]) -> type[QuerySystemAdapter]:
+    slot = "worker_class" if issubclass(part, Worker) else "store_class"
     return cast(type[QuerySystemAdapter],
-                type(f"{store.__name__}SystemAdapter", (QuerySystemAdapter,), {"store_class": store}))
+                type(f"{part.__name__}SystemAdapter", (QuerySystemAdapter,), {slot: part}))
 
 
-def _mutant(name: str, store: type[QueryStore]) -> Mutant:
-    doc = (store.__doc__ or "").strip()
+def _mutant(name: str, part: type[QueryStore] | type[Worker]) -> Mutant:
+    doc = (part.__doc__ or "").strip()
     return Mutant(name=name, rule=name.split("-", 1)[0], machine="query_system",
-                  description=doc.split("\n", 1)[0], adapter_class=_adapter(store))
+                  description=doc.split("\n", 1)[0], adapter_class=_adapter(part))
 
 
 MUTANTS: list[Mutant] = [
     _mutant("T2-update-invalidates-newest-draft-only", UpdateInvalidatesNewestDraftOnly),
     _mutant("Q9-older-pending-message-ignored", OlderPendingMessageIgnored),
+    _mutant("M2-notification-takes-newest-message-clock", NotificationTakesNewestClock),
+    # The machine catalogue's T1 bug, in a session that really has two tasks.
+    _mutant("T1-version-counted-over-the-session-tasks", VersionCountsEveryTask),
 ]
