@@ -30,7 +30,7 @@ class Suite:
     forbidden: frozenset[str]
 
     def lockstep(self, name: str | None = None, *,
-                 quiesce: bool = False) -> type[RuleBasedStateMachine]:
+                 quiesce: bool = True) -> type[RuleBasedStateMachine]:
         """The campaign's machine; ``quiesce`` ends every run with the quiescence phase."""
         return make_lockstep(self.protocol, self.adapter, instances=self.instances,
                              forbidden=self.forbidden, name=name or self.machine,
@@ -109,7 +109,7 @@ class SystemSuite:
         return self.system.instances
 
     def lockstep(self, name: str | None = None, *,
-                 quiesce: bool = False) -> type[RuleBasedStateMachine]:
+                 quiesce: bool = True) -> type[RuleBasedStateMachine]:
         """``quiesce``: asked for, the phase says it does not check a system (NOT CHECKED)."""
         return make_lockstep(self.system, self.adapter, forbidden=self.forbidden,
                              name=name or self.machine, quiesce=quiesce)

@@ -179,13 +179,18 @@ class Runner(Observing):
 
     def settle(self) -> None:
         """Faults stop; every instance must settle within its bound (:mod:`._quiesce`)."""
-        from settled.model.progress import RESTING
+        from settled.model.progress import RESTING, liveness_of
 
         from .._liveness import is_fault, quiescence_bound
 
         why = not_checked_reason(self)
         if why is not None:
             self.quiet.not_checked = why
+            return
+        progress = liveness_of(self.protocol).progress
+        if not progress:
+            self.quiet.not_checked = (f"{self.protocol.name} declares no progress property "
+                                      "(model/progress.py): nothing to demand once faults stop")
             return
         resting = RESTING.get(self.protocol.name, ())
         plans = self.plans
@@ -199,9 +204,9 @@ class Runner(Observing):
             return got
 
         try:
-            settled = quiesce(self, resting, plans.required, bound_of)
-        except Unsettled:
-            self.unsettled = True
+            settled = quiesce(self, resting, plans.required, bound_of, progress)
+        except Divergence:
+            self.unsettled = True  # found by the phase: its counterexample may need no steps
             raise
         self.quiet.add(settled)
 
