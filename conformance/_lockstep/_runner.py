@@ -32,7 +32,7 @@ from ._coverage import (
 )
 from ._explain import broken_by, why_allowed, why_refused
 from ._observe import Observing
-from ._quiesce import QuiescenceStats, Unsettled, not_checked_reason, quiesce, required_steps
+from ._quiesce import QuiescenceStats, not_checked_reason, quiesce, required_steps
 from ._world import Plans, plans_for
 
 _DRAWN_LISTS = 50_000  # draw lists a campaign keeps (one per configuration seen)
