@@ -156,7 +156,7 @@ class Report:
             lines.extend(f"NEVER ASKED: the refusal {what}" for what in self.unprobed_refusals)
             lines.extend(f"NOT PROBED ALONE: {what} (in no reachable state does it alone "
                          "refuse the trigger)" for what in self.refusals_never_alone)
-        if self.quiescence_text and self.status != ADAPTER_ERROR:
+        if self.quiescence_text and self.status == PASSED:
             lines.append(self.quiescence_text)
         if self.model_finding:
             lines.append(f"MODEL FINDING (exit 3): {self.model_finding}")

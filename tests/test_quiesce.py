@@ -19,12 +19,13 @@ from settled.conformance._lockstep._quiesce import QuiescenceStats, unmet_progre
 from settled.conformance._lockstep._runner import Runner
 from settled.conformance._lockstep._world import world
 from settled.conformance._profiles import profile
-from settled.conformance._suites import approval_suite, ledger_suite, query_suite
+from settled.conformance._suites import SUITES, approval_suite, ledger_suite, query_suite
 from settled.conformance.mutants import Mutant, all_mutants
 from settled.model import QUERY
 from settled.model.progress import query_liveness
 
-QUIESCENCE_MUTANTS = ("Q16-polls-after-explicit-not-found",)
+QUIESCENCE_MUTANTS = ("Q16-polls-after-explicit-not-found",
+                      "L4-recovery-stops-at-the-first-unpaired-call")
 
 
 def _mutant(name: str) -> Mutant:
@@ -57,11 +58,21 @@ def test_only_the_phase_catches_the_polling_worker() -> None:
 @pytest.mark.parametrize("name", QUIESCENCE_MUTANTS)
 def test_a_quiescence_mutant_is_killed_by_the_phase_on_seeds_1_to_3(name: str, seed: int) -> None:
     mutant = _mutant(name)
-    suite = query_suite(mutant.adapter_class)
+    suite = SUITES[mutant.machine](mutant.adapter_class)
     record = run_lockstep(suite.lockstep(mutant.name), profile("ci"), seed=seed)
     assert record.failure is not None and record.unsettled, record.failure
     survived = run_lockstep(suite.lockstep(mutant.name, quiesce=False), profile("ci"), seed=seed)
     assert survived.failure is None, survived.failure
+
+
+@pytest.mark.rule("L4")
+def test_the_phase_fails_a_recovery_that_stops_at_the_first_unpaired_call() -> None:
+    mutant = _mutant("L4-recovery-stops-at-the-first-unpaired-call")
+    suite = ledger_suite(mutant.adapter_class)
+    record = run_lockstep(suite.lockstep(mutant.name), profile("dev"), seed=1)
+    assert record.failure is not None and record.unsettled, record.failure
+    assert "registered_call_paired" in record.failure and "L4" in record.failure
+    assert run_tour(suite.lockstep(quiesce=False)) is None  # without the phase: unseen
 
 
 def test_the_ledger_runtime_settles_every_instance_within_its_bound() -> None:
