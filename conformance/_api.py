@@ -101,6 +101,12 @@ class Report:
     values_declared: int = 0  # (edge, parameter, value) some reachable state takes
     unfired_values: list[str] = field(default_factory=list)
     system: bool = False  # a System's lockstep: ``fired``/``unfired`` count its steps
+    # The quiescence phase (faults stop, every progress property must be met within the
+    # model's bound): its figures, or why it checked nothing (``QuiescenceStats.to_json``).
+    quiescence: dict[str, Any] = field(default_factory=dict)
+    quiescence_text: str = ""
+    # The model itself does not settle where faults stopped: not a pass, incomplete (exit 3).
+    model_finding: str | None = None
 
     @property
     def unchecked(self) -> tuple[str, ...]:
@@ -109,7 +115,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.status == PASSED and not self.unchecked
+        return self.status == PASSED and not self.unchecked and self.model_finding is None
 
     @property
     def refusals_probed(self) -> int:
@@ -120,7 +126,7 @@ class Report:
         """0 passed, 1 diverged, 3 adapter error or a counterexample that could not be written."""
         if self.status == DIVERGED and self.counterexample_error:
             return 3
-        if self.status == PASSED and self.unchecked:
+        if self.status == PASSED and (self.unchecked or self.model_finding):
             return 3  # incomplete: a variable was never compared, and no one accepted that
         return EXIT_CODES[self.status]
 
@@ -150,6 +156,10 @@ class Report:
             lines.extend(f"NEVER ASKED: the refusal {what}" for what in self.unprobed_refusals)
             lines.extend(f"NOT PROBED ALONE: {what} (in no reachable state does it alone "
                          "refuse the trigger)" for what in self.refusals_never_alone)
+        if self.quiescence_text and self.status == PASSED:
+            lines.append(self.quiescence_text)
+        if self.model_finding:
+            lines.append(f"MODEL FINDING (exit 3): {self.model_finding}")
         if self.allowed_unchecked:
             lines.append(f"ALLOWED UNCHECKED: {', '.join(self.allowed_unchecked)} (the adapter "
                          "declares them unobservable; accepted by name with --allow-unchecked)")
@@ -199,6 +209,7 @@ class Report:
             "parameter_values_declared": self.values_declared,
             "parameter_values_unfired": self.unfired_values,
             "refusals_never_alone": self.refusals_never_alone,
+            "quiescence": self.quiescence, "model_finding": self.model_finding,
         }
 
 
@@ -294,14 +305,16 @@ def _campaign(factory: AdapterFactory, system: System, not_checked: tuple[str, .
     instances (:func:`._lockstep.world`), and its report."""
     protocol = system.machine
     suite = make_lockstep(system, factory, forbidden=protocol.refusable,
-                          name=name or system.name)
+                          name=name or system.name, quiesce=True)
     record = run_lockstep(suite, settings, seed=seed, out=None if out is None else Path(out))
     status = (ADAPTER_ERROR if record.adapter_error else DIVERGED if record.failure else PASSED)
     passed = status == PASSED
     common = dict(
         failure=record.failure, adapter_error=record.adapter_error, steps=list(record.steps),
         counterexample=record.itf_path, counterexample_error=record.counterexample_error,
-        not_checked=not_checked, fired=dict(record.fired))
+        not_checked=not_checked, fired=dict(record.fired),
+        quiescence=record.quiescence.to_json(), quiescence_text=record.quiescence.text(),
+        model_finding=record.model_finding)
     head = (system.name, status, profile, seed, system.instances, record.examples,
             time.perf_counter() - start, record.trace_events)
     if not is_machine(system):

@@ -242,6 +242,23 @@ class LedgerAdapter(Adapter):
     def _do_continue(self, item: _Item, params: Mapping[str, Value]) -> None:
         self._rt(item).continue_turn(item.session)
 
+    # ------------------------------------------------------------------ quiescence
+    # The quiescence phase's turn of the runtime's own scheduler: pairing, recovering and
+    # continuing the turn (a call arriving, registered, is the SDK's: the kit's to schedule;
+    # running it is the business store's, though the runtime's recovery may run it too).
+    acting = frozenset({"pair", "recover_pair", "resume", "continue"})
+
+    def own_turn(self, instance: int) -> None:
+        """The runtime recovers the session's latest turn, as a process does with a session
+        it holds (:meth:`LedgerRuntime.recover`): it chooses what each call needs."""
+        item = self.items[instance]
+        rt = self._rt(item)
+        row = rt.connection.execute("SELECT state FROM ledger WHERE call_id = ?",
+                                    (item.call_id,)).fetchone()
+        if row is None:
+            return  # no call registered yet: nothing for the runtime
+        rt.recover(item.session)
+
     # ------------------------------------------------------------------ observe
     def observe(self, instance: int) -> Mapping[str, Value]:
         item = self.items[instance]

@@ -57,7 +57,7 @@ from settled.impl.platform._platform import (
 from settled.impl.query._store import QueryStore, query_row
 from settled.impl.query._worker import Worker
 from settled.impl.shared._crash import CrashNow, CrashPoints, unwatched
-from settled.impl.shared._errors import CallerError
+from settled.impl.shared._errors import CallerError, NotAllowed
 from settled.impl.shared._pg import release_store, scratch_store
 from settled.model import Protocol, build_query_machine
 from settled.model._core import Value
@@ -523,6 +523,31 @@ class QueryAdapter(Adapter):
         if item.query_id is None:
             raise CallerError("the query has no draft yet")
         return item.query_id
+
+    # ------------------------------------------------------------------ quiescence
+    # The quiescence phase's turn of the implementation's own scheduler: the worker steps
+    # (the platform's, a person's and the world's the kit schedules itself).
+    acting = frozenset(WORKER_CALLS)
+
+    def own_turn(self, instance: int) -> None:
+        """The worker's own pass over this instance's query, as :meth:`Worker.run_once`
+        makes it: the worker holding its lease (else the first) claims it if it may and
+        advances it (its own choice of step); nothing is armed, no fault happens."""
+        item = self.items[instance]
+        qid = item.query_id
+        if qid is None:
+            return  # no draft: nothing for a worker
+        row = query_row(self.workers[0]._conn, qid)
+        mine = [w for w in self.workers if w.held.get(qid) == row["lease_epoch"]]
+        worker = mine[0] if mine else self.workers[0]
+        try:
+            if not mine:
+                if worker._unclaimable(row, worker._now()):
+                    return
+                worker.claim(qid, begin_submit=True)
+            worker.advance(qid)
+        except NotAllowed:
+            return  # as run_once: taken over or cancelled meanwhile, look again next pass
 
     # ------------------------------------------------------------------ observe
     def observe(self, instance: int) -> Mapping[str, Value]:

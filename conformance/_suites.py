@@ -29,9 +29,12 @@ class Suite:
     instances: int
     forbidden: frozenset[str]
 
-    def lockstep(self, name: str | None = None) -> type[RuleBasedStateMachine]:
+    def lockstep(self, name: str | None = None, *,
+                 quiesce: bool = True) -> type[RuleBasedStateMachine]:
+        """The campaign's machine; ``quiesce`` ends every run with the quiescence phase."""
         return make_lockstep(self.protocol, self.adapter, instances=self.instances,
-                             forbidden=self.forbidden, name=name or self.machine)
+                             forbidden=self.forbidden, name=name or self.machine,
+                             quiesce=quiesce)
 
 
 @functools.cache
@@ -105,9 +108,11 @@ class SystemSuite:
     def instances(self) -> int:
         return self.system.instances
 
-    def lockstep(self, name: str | None = None) -> type[RuleBasedStateMachine]:
+    def lockstep(self, name: str | None = None, *,
+                 quiesce: bool = True) -> type[RuleBasedStateMachine]:
+        """``quiesce``: asked for, the phase says it does not check a system (NOT CHECKED)."""
         return make_lockstep(self.system, self.adapter, forbidden=self.forbidden,
-                             name=name or self.machine)
+                             name=name or self.machine, quiesce=quiesce)
 
 
 def query_system_suite(adapter_class: type[Adapter] | None = None,

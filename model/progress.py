@@ -218,6 +218,17 @@ SYSTEM_LIVENESS = {"query": query_system_liveness, "approval": approval_system_l
                    "ledger": ledger_system_liveness}
 
 
+# States that wait for a person, per machine: no step fairness requires leaves them (a
+# person's choice is never required), so a run that stops there has settled. The
+# implementation's quiescence phase (conformance/_lockstep/_quiesce.py) accepts them as
+# resting, beside the terminal states.
+RESTING: dict[str, tuple[str, ...]] = {
+    "query": ("awaiting_confirmation",),  # the user confirms the draft, or not (Q6)
+    "approval": ("unknown",),  # a person reconciles or asks for another lookup (A4)
+    "ledger": (),
+}
+
+
 def liveness_of(target: Protocol | System) -> Liveness:
     """The declared liveness of a machine or system (or a variant of one), by its name."""
     if isinstance(target, System):

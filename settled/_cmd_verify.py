@@ -90,6 +90,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("  refusals", lambda m: _fraction(m["lockstep"], "refusals", "unprobed_refusals")),
     ("  values", lambda m: _fraction(m["lockstep"], "parameter_values",
                                      "unfired_parameter_values")),
+    ("  quiescence", lambda m: _quiescence_cell(m["lockstep"].get("quiescence", {}))),
     ("trace check", lambda m: f"{_mark(m['trace_check']['ok'])} "
                               f"{m['trace_check'].get('events', 0):,} events"),
     ("system lockstep", lambda m: _system_lockstep_cell(m.get("system_lockstep", {}))),
@@ -135,6 +136,15 @@ def _interactions_cell(sl: dict[str, Any]) -> str:
     partial = "" if stories["complete"] else " (bounded search: partial)"
     return (f"{_mark(not stories['missing'])} {stories['covered']}/{stories['reachable']}"
             f"{partial}")
+
+
+def _quiescence_cell(q: dict[str, Any]) -> str:
+    """The quiescence phase: instances settled and the largest bound, or NOT CHECKED."""
+    if q.get("unsettled") or q.get("model_finding"):
+        return _mark(False) + (" model" if q.get("model_finding") else " unsettled")
+    if not q.get("checked"):
+        return "[yellow]NOT CHECKED[/yellow]"
+    return f"{_mark(True)} {q.get('instances', 0):,}, bound {q.get('max_bound', 0)}"
 
 
 def _system_lockstep_cell(sl: dict[str, Any]) -> str:
@@ -184,6 +194,11 @@ def details(result: dict[str, Any]) -> None:
         ls = m["lockstep"]
         if ls.get("failure"):
             err.print(f"{name}: {ls['failure']}")
+        quiet = ls.get("quiescence", {})
+        if quiet.get("model_finding"):
+            err.print(f"{name}: quiescence: MODEL FINDING: {quiet['model_finding']}")
+        elif not quiet.get("checked", True) and not ls.get("failure"):
+            err.print(f"{name}: {quiet.get('text')}")
         if ls.get("unfired_transitions"):
             err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
         if ls.get("not_checked"):

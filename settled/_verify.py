@@ -172,8 +172,11 @@ def check_lockstep(name: str, profile_name: str, seed: int,
         not_checked = list(probe(suite.adapter, suite.protocol)[2])
     except AdapterError as exc:
         not_checked, failure = [], failure or str(exc)
+    quiet = {**record.quiescence.to_json(), "text": record.quiescence.text(),
+             "unsettled": record.unsettled, "model_finding": record.model_finding}
     lockstep = {"ok": failure is None and not missing and not edges and not cases
-                and not refusals and not values,
+                and not refusals and not values and record.model_finding is None,
+                "quiescence": quiet,
                 "not_checked": not_checked,
                 "profile": profile_name, "seed": seed, "examples": record.examples,
                 "tour_runs": record.tour_runs,

@@ -38,6 +38,7 @@ from .._shrink import Invalid, cut_at_divergence, run_steps, shrink
 from ._action import MIN_STEPS, REPLAY_BUDGET, Action
 from ._contract import adapter_error_in
 from ._files import CounterexampleWriteError, write_counterexample
+from ._quiesce import ModelFinding, QuiescenceStats
 from ._runner import Runner
 from ._tour import tour_of
 from ._world import history, world
@@ -69,6 +70,10 @@ class Record:
     counterexample_error: str | None = None  # the counterexample could not be written
     out: Path | None = None  # where counterexamples go (None: the default folder)
     killed_by: str | None = None  # the phase that found the failure: "tour" or "random"
+    quiesce: bool = False  # every run ends with the quiescence phase (:mod:`._quiesce`)
+    quiescence: QuiescenceStats = field(default_factory=QuiescenceStats)
+    model_finding: str | None = None  # the model itself does not settle: neither pass nor kill
+    unsettled: bool = False  # the failure was found by the quiescence phase
 
     def add(self, run: Runner) -> None:
         """Count what ``run`` fired since the last call, and forget it there."""
@@ -80,6 +85,8 @@ class Record:
         run.fired, run.edges, run.cases, run.refusals, run.values = {}, {}, {}, {}, {}
         _merge(self.interactions, run.interactions)
         run.interactions = {}
+        self.quiescence.merge(run.quiet)
+        run.quiet = QuiescenceStats()
 
 
 def _merge(total: dict[Any, int], more: Mapping[Any, int]) -> None:
@@ -94,7 +101,7 @@ def _index(n: int) -> st.SearchStrategy[int]:
 
 def make_lockstep(target: Protocol | System, factory: AdapterFactory, *,
                   instances: int | None = None, forbidden: frozenset[str],
-                  name: str = "Lockstep") -> type[RuleBasedStateMachine]:
+                  name: str = "Lockstep", quiesce: bool = False) -> type[RuleBasedStateMachine]:
     """A RuleBasedStateMachine class checking ``factory()``'s implementation against a
     declared system, or against ``instances`` independent instances of a machine."""
     if isinstance(target, System):
@@ -103,13 +110,14 @@ def make_lockstep(target: Protocol | System, factory: AdapterFactory, *,
         if instances is None:
             raise TypeError("make_lockstep(protocol, ...) needs instances=")
         system = world(target, instances)
-    record = Record()
+    record = Record(quiesce=quiesce)
     triggers = tuple(dict.fromkeys([*(t.trigger for t in system.machine.transitions),
                                     *(t.trigger for t in system.transitions)]))
     lockstep = _machine_class(system, factory, frozenset(forbidden), record, triggers)
     lockstep.__name__ = lockstep.__qualname__ = name
     lockstep.record = record
     lockstep.spec = (system, factory, frozenset(forbidden))
+    lockstep.quiesce = quiesce
     return lockstep
 
 
@@ -120,7 +128,7 @@ def _machine_class(system: System, factory: AdapterFactory, forbidden: frozenset
     class Lockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.run = Runner(system, factory, forbidden)
+            self.run = Runner(system, factory, forbidden, record.quiesce)
             self.seen: set[str] = set()
             self.deepest = 0
             self.swarm: frozenset[str] | None = None
@@ -187,6 +195,8 @@ def _machine_class(system: System, factory: AdapterFactory, forbidden: frozenset
             try:
                 self.run.finish()
             finally:
+                record.quiescence.merge(self.run.quiet)
+                self.run.quiet = QuiescenceStats()
                 record.trace_events += self.run.trace_events
                 record.trace_failure = record.trace_failure or self.run.trace_problem
 
@@ -206,7 +216,7 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
     ``killed_by`` says which phase found the failure.
     """
     record: Record = machine.record  # type: ignore[attr-defined]
-    record.__init__()  # type: ignore[misc]
+    record.__init__(quiesce=machine.quiesce)  # type: ignore[misc,attr-defined]
     record.spec = machine.spec  # type: ignore[attr-defined]
     record.out = out
     start = time.perf_counter()
@@ -214,6 +224,10 @@ def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
         return _campaign(machine, record, profile, seed, minimise, start, tour)
     except AdapterError as exc:
         record.adapter_error = str(exc)
+        record.failure = record.killed_by = None
+        return record
+    except ModelFinding as exc:
+        record.model_finding = str(exc)
         record.failure = record.killed_by = None
         return record
 
@@ -236,17 +250,32 @@ def _campaign(machine: type[RuleBasedStateMachine], record: Record, profile: set
         adapter = adapter_error_in(exc)
         if adapter is not None:
             raise adapter from None
+        finding = _model_finding_in(exc)
+        if finding is not None:
+            raise finding from None
         record.seconds_to_failure = time.perf_counter() - start
         record.killed_by = "random"
         # Hypothesis replays the failing example last, so teardown recorded its steps.
         system, factory, forbidden = record.spec
         try:
-            message = replay(system, factory, forbidden, record.failing_steps)
+            message = replay(system, factory, forbidden, record.failing_steps,
+                             quiesce=record.quiesce)
         except Invalid:
             message = None
         return _failed(record, machine.__name__, list(record.failing_steps),
                        message or f"{type(exc).__name__}: {exc}", minimise=minimise)
     return record
+
+
+def _model_finding_in(exc: BaseException) -> ModelFinding | None:
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, ModelFinding):
+            return at
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return None
 
 
 def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
@@ -256,14 +285,14 @@ def run_tour(machine: type[RuleBasedStateMachine]) -> Record | None:
     system, factory, forbidden = machine.spec  # type: ignore[attr-defined]
     for path in tour_of(system, forbidden):
         runs: list[Runner] = []
-        message = replay(system, factory, forbidden, path, keep=runs)
+        message = replay(system, factory, forbidden, path, keep=runs, quiesce=record.quiesce)
         record.add(runs[0])
         record.tour_runs += 1
         record.trace_events += runs[0].trace_events
         record.trace_failure = record.trace_failure or runs[0].trace_problem
         if message is not None:
             cut = cut_at_divergence(path, len(runs[0].steps), lambda c: replay(
-                system, factory, forbidden, c) is not None)
+                system, factory, forbidden, c, quiesce=record.quiesce) is not None)
             return _failed(record, machine.__name__, cut, message, minimise=True)
     return None
 
@@ -272,13 +301,14 @@ def _failed(record: Record, name: str, steps: list[Action], message: str, *,
             minimise: bool) -> Record:
     system, factory, forbidden = record.spec
     if minimise:
-        steps = minimise_steps(system, factory, forbidden, steps)
-        message = replay(system, factory, forbidden, steps) or message
+        steps = minimise_steps(system, factory, forbidden, steps, quiesce=record.quiesce)
+        message = replay(system, factory, forbidden, steps, quiesce=record.quiesce) or message
     record.steps = steps
     record.failure = failure_text(name, message, steps)
     runs: list[Runner] = []
     with contextlib.suppress(Invalid, AdapterError):
-        replay(system, factory, forbidden, steps, keep=runs)
+        replay(system, factory, forbidden, steps, keep=runs, quiesce=record.quiesce)
+    record.unsettled = bool(runs) and runs[0].unsettled
     try:
         record.itf_path = write_counterexample(system, name, message, steps,
                                                runs[0].history if runs else None, out=record.out)
@@ -288,22 +318,25 @@ def _failed(record: Record, name: str, steps: list[Action], message: str, *,
 
 
 def replay(system: System, factory: AdapterFactory, forbidden: frozenset[str],
-           steps: Sequence[Action], keep: list[Runner] | None = None) -> str | None:
+           steps: Sequence[Action], keep: list[Runner] | None = None,
+           quiesce: bool = False) -> str | None:
     """Replay ``steps`` on a fresh implementation: the divergence, or None if they agree.
 
     Raises :class:`Invalid` when the model itself rejects the list.
     """
-    run = Runner(system, factory, forbidden)
+    run = Runner(system, factory, forbidden, quiesce)
     if keep is not None:
         keep.append(run)
     return run_steps(run, steps)
 
 
 def minimise_steps(system: System, factory: AdapterFactory, forbidden: frozenset[str],
-                   steps: list[Action], budget: int = REPLAY_BUDGET) -> list[Action]:
+                   steps: list[Action], budget: int = REPLAY_BUDGET,
+                   quiesce: bool = False) -> list[Action]:
     """Shrink a failing run (:func:`.._shrink.shrink`: instances apart, cycles cut, ddmin,
     single steps) to a fixpoint or ``budget`` replays."""
-    return shrink(steps, lambda c: replay(system, factory, forbidden, c) is not None,
+    return shrink(steps, lambda c: replay(system, factory, forbidden, c,
+                                          quiesce=quiesce) is not None,
                   lambda c: history(system, c, forbidden), budget)
 
 

@@ -33,6 +33,7 @@ from ._coverage import (
 from ._explain import broken_by, why_allowed, why_refused
 from ._interactions import interactions_of
 from ._observe import Observing
+from ._quiesce import QuiescenceStats, not_checked_reason, quiesce, required_steps
 from ._world import Plans, plans_for
 
 _DRAWN_LISTS = 50_000  # draw lists a campaign keeps (one per configuration seen)
@@ -41,8 +42,14 @@ _DRAWN_LISTS = 50_000  # draw lists a campaign keeps (one per configuration seen
 class Runner(Observing):
     """One run of a system's lockstep (a machine's: a system of independent instances)."""
 
-    def __init__(self, system: System, factory: Any, forbidden: frozenset[str]) -> None:
+    def __init__(self, system: System, factory: Any, forbidden: frozenset[str],
+                 quiesce: bool = False) -> None:
         super().__init__(system, factory)
+        # The quiescence phase (:mod:`._quiesce`) before the run's end, when asked for and
+        # the adapter can take its own turns; its figures, and why it did not run.
+        self.quiesce = quiesce
+        self.quiet = QuiescenceStats()
+        self.unsettled = False  # the run failed in the quiescence phase
         self.forbidden = frozenset(forbidden)
         self.plans: Plans = plans_for(system, self.forbidden)
         self.config = system.initial_config()
@@ -162,6 +169,72 @@ class Runner(Observing):
         for key in interactions_of(self.system, self.config, step):
             self.interactions[key] = self.interactions.get(key, 0) + 1
         self.config = step.after
+
+    # -- the quiescence phase --------------------------------------------------
+    def finish(self) -> None:
+        """The quiescence phase (when asked for), then :meth:`Observing.finish`."""
+        if self.quiesce:
+            try:
+                self.settle()
+            except BaseException:
+                self.adapter.close()
+                raise
+        super().finish()
+
+    def settle(self) -> None:
+        """Faults stop; every instance must settle within its bound (:mod:`._quiesce`)."""
+        from settled.model.progress import RESTING, liveness_of
+
+        from .._liveness import is_fault, quiescence_bound
+
+        why = not_checked_reason(self)
+        if why is not None:
+            self.quiet.not_checked = why
+            return
+        progress = liveness_of(self.protocol).progress
+        if not progress:
+            self.quiet.not_checked = (f"{self.protocol.name} declares no progress property "
+                                      "(model/progress.py): nothing to demand once faults stop")
+            return
+        resting = RESTING.get(self.protocol.name, ())
+        plans = self.plans
+        if plans.required is None:
+            plans.required = required_steps(self.protocol, is_fault)
+
+        def bound_of(c: Config) -> Any:
+            got = plans.bounds.get(c)
+            if got is None:
+                got = plans.bounds[c] = quiescence_bound(self.protocol, c, resting=resting)
+            return got
+
+        try:
+            settled = quiesce(self, resting, plans.required, bound_of, progress)
+        except Divergence:
+            self.unsettled = True  # found by the phase: its counterexample may need no steps
+            raise
+        self.quiet.add(settled)
+
+    def take_settling(self, action: Action) -> None:
+        """A world's step of the quiescence phase: performed, then checked."""
+        self._take(action)
+        self.history.append(self.config)
+        self.observed = (-1, {})  # the last check's observations are stale now
+        self.check()
+
+    def advance_settling(self, action: Action, check: bool = True) -> None:
+        """A step the implementation's own scheduler took: the model follows it (counted;
+        the implementation already took it). A turn that took several is checked after its
+        last (``check``)."""
+        step = self.plans.step(self.config, action)
+        if step is None:
+            raise Invalid(f"{action.text()} is not enabled here")
+        for i, s in step.moves:
+            self._count(i, s, action)
+        self.config = step.after
+        self.history.append(self.config)
+        self.observed = (-1, {})  # the last check's observations are stale now
+        if check:
+            self.check()
 
     def _perform(self, action: Action, step: SystemStep) -> None:
         single = step.moves[0] if len(step.moves) == 1 else None

@@ -65,6 +65,9 @@ class Plans:
         self.grouped: dict[int, tuple[list[Action], list[list[Action]]]] = {}
         # The whole draw list per configuration (bounded: emptied when full).
         self.drawn: dict[SystemConfig, list[Action]] = {}
+        # The quiescence phase's bounds per configuration, and its step filter.
+        self.bounds: dict[Config, Any] = {}
+        self.required: Any = None
 
     def enabled(self, config: SystemConfig) -> dict[Any, tuple[Action, SystemStep]]:
         """Every step the system allows in ``config``, by :meth:`Action.key`."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from settled.impl.approval._business import canonical_json, fingerprint
-from settled.impl.ledger._ledger import Entry, LedgerRuntime, _text_id
+from settled.impl.ledger._ledger import Entry, LedgerRuntime, TurnReport, _text_id
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import IdempotencyConflict, InvalidInput
 
@@ -43,6 +43,24 @@ class L4PairsOnlyTheLastCall(LedgerRuntime):
             # bug; shipped: "'recovering') ORDER BY position", (message["message_id"],)).fetchall()
             "'recovering')", (message["message_id"],)).fetchall()
         return [self.entry(r["call_id"]) for r in rows]
+
+
+class L4RecoveryStopsAtTheFirstUnpairedCall(LedgerRuntime):
+    """Recovery walks the latest message's unpaired calls and stops at the first one that was
+    not interrupted ("a call that never crashed is the SDK's to finish"): a registered or
+    receipted call is never run, paired or continued by the runtime.
+
+    Every step the kit asks for is right (``recover_call``, ``pair_call`` and
+    ``continue_turn`` are untouched), so the lockstep campaign and the crash sweep cannot tell
+    it from the runtime; only the runtime's own recovery, once faults stop, leaves the call
+    unpaired for ever."""
+
+    def recover(self, session_id: str) -> TurnReport:
+        pending = self.unpaired_calls(session_id)
+        if pending and pending[0].state != "recovering":
+            self.resume(session_id)
+            return TurnReport(session_id, self.run_id)  # stopped at the first unpaired call
+        return super().recover(session_id)
 
 
 class L2RecoveryMintsANewOperationId(LedgerRuntime):
@@ -110,6 +128,10 @@ MUTANTS: list[Mutant] = [
            "recovery pairs only the last tool call of the message, as if a checkpoint ending "
            "with a tool result meant the turn was answered",
            _adapter("L4Adapter", L4PairsOnlyTheLastCall)),
+    Mutant("L4-recovery-stops-at-the-first-unpaired-call", "L4", "ledger",
+           "the runtime's recovery stops at the first unpaired call that was not interrupted, "
+           "leaving it unpaired for ever (only the quiescence phase shows it)",
+           _adapter("L4StopsAdapter", L4RecoveryStopsAtTheFirstUnpairedCall)),
     Mutant("L2-recovery-mints-a-new-operation-id", "L2", "ledger",
            "a call continued after a restart gets a new operation_id for the new run",
            _adapter("L2Adapter", L2RecoveryMintsANewOperationId)),

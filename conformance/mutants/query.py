@@ -868,6 +868,22 @@ class SupersededDraftConfirmable(QueryStore):
         return self.query(query_id)
 
 
+class PollsAfterNotFound(Worker):
+    """Q16: after an explicit not found the worker keeps polling the platform instead of
+    resubmitting: every pass asks again, learns "not found" again and records nothing.
+
+    Each step the kit asks for is right (resubmit itself is untouched), so the lockstep
+    campaign and the crash sweep cannot tell it from the implementation; only the worker's
+    own choice of step, once faults stop, shows a query that never settles."""
+
+    def _next_step(self, query_id: str) -> S:
+        row = query_row(self._conn, query_id)
+        if S(row["execution_state"]) is S.NOT_FOUND and row["cancel_state"] != "requested":
+            self._lookup(query_id)  # "still not found": wait and ask again next pass
+            return S.NOT_FOUND
+        return super()._next_step(query_id)
+
+
 # --------------------------------------------------------------------------- the catalogue
 def _adapter(part: type[Worker] | type[QueryStore]) -> type[QueryAdapter]:
     """The reference adapter driving ``part`` in place of the real worker or store."""
@@ -918,4 +934,5 @@ MUTANTS: list[Mutant] = [
     _mutant("Q22-stopped-run-requests-cancel", StoppedRunCancels),
     _mutant("T1-version-counted-over-the-session", VersionCountsEveryTask),
     _mutant("Q6-superseded-draft-confirmable", SupersededDraftConfirmable),
+    _mutant("Q16-polls-after-explicit-not-found", PollsAfterNotFound),
 ]
