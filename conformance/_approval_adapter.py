@@ -298,8 +298,6 @@ class ApprovalAdapter(Adapter):
     runtime_class: ClassVar[type[ApprovalRuntime]] = ApprovalRuntime
     business_class: ClassVar[type[BusinessStore]] = BusinessStore  # the adapter's own store
     lookup_function: ClassVar[Callable[..., LookupAnswer]] = staticmethod(lookup)
-    # Decided inside each run of the runtime and never stored: nothing durable shows it.
-    unobservable: ClassVar[frozenset[str]] = frozenset({"retries_allowed"})
 
     def __init__(self, instances: int = 3, directory: Path | None = None,
                  store: str | None = None) -> None:
@@ -552,6 +550,7 @@ class ApprovalAdapter(Adapter):
                 "running": item.worker.parked is not None,
                 "deadline_passed": self._deadline_passed(item, row),
                 "retry_safe": bool(row["retry_safe"]), "rerun": bool(row["rerun_used"]),
+                "retries_allowed": bool(row["retries_allowed"]),
                 "cancel_requested": bool(row["cancel_requested"]),
                 "contract_compatible":
                     item.tools[row["tool"]].schema_fingerprint == row["schema_fingerprint"],

@@ -5,6 +5,12 @@ service holds tasks, messages and queries; workers claim queries under a
 lease epoch and talk to a platform that can lose answers. Every accepted
 state change appends one event in the public ``settled.trace/1`` format.
 
+The platform keeps the SQL it stored for each query_id and the result it
+computed (Q18); the service keeps each message's request clock (M1), queues
+a result notification with the budget message's clock when a worker records
+an outcome (Q25, M2), and answers a status tool that withholds the result
+from the message that confirmed the query (Q26).
+
 Caller mistakes raise :class:`CallerError` and change nothing.
 """
 
@@ -15,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_SUBMISSIONS = 3
+# A request clock: the UTC reference instant and the business time zone (M1).
+Clock = tuple[str, str]
+DEFAULT_CLOCK: Clock = ("2026-02-03T09:30:00Z", "Asia/Shanghai")
 LIVE = ("queued", "submitting", "submission_unknown", "not_found", "running")
 POSSIBLY_SUBMITTED = ("submitting", "submission_unknown", "not_found", "running")
 
@@ -47,16 +56,21 @@ class LookupTimeout(Exception):
 # The outside platform
 # --------------------------------------------------------------------------
 class Platform:
-    """An outside SQL platform: jobs by query_id, with faults that can be armed."""
+    """An outside SQL platform: jobs by query_id, with faults that can be armed.
+
+    A submission is stored once per query_id with its SQL; the same id with the same SQL is
+    the existing submission, the same id with other SQL is rejected (Q18)."""
 
     def __init__(self) -> None:
         self.jobs: dict[str, str] = {}  # query_id -> running | succeeded | failed | cancelled
+        self.sql: dict[str, str] = {}  # query_id -> the SQL stored with the submission
+        self.results: dict[str, list[list[Any]]] = {}  # query_id -> rows of a success
         self.rejected: set[str] = set()
         # lose_answer, undeliverable, reject, lookup_timeout, cancel_lost, cancel_undeliverable
         self.faults: set[str] = set()
         self.fault_kind = "timeout"  # how an armed fault shows: timeout, reset, malformed, ...
 
-    def submit(self, query_id: str) -> None:
+    def submit(self, query_id: str, sql: str) -> None:
         if "undeliverable" in self.faults:
             self.faults.discard("undeliverable")
             raise NoAnswer("the request never arrived", self.fault_kind)
@@ -64,7 +78,10 @@ class Platform:
             self.faults.discard("reject")
             self.rejected.add(query_id)
             raise Rejected("unsupported syntax")
-        self.jobs.setdefault(query_id, "running")  # deduplicated by query_id
+        if self.sql.get(query_id, sql) != sql:
+            raise Rejected(f"{query_id} was submitted with other SQL")
+        self.sql.setdefault(query_id, sql)  # deduplicated by query_id and payload
+        self.jobs.setdefault(query_id, "running")
         if "lose_answer" in self.faults:
             self.faults.discard("lose_answer")
             raise NoAnswer("the answer was lost", self.fault_kind)
@@ -89,6 +106,11 @@ class Platform:
     def finish(self, query_id: str, ok: bool) -> None:
         if self.jobs.get(query_id) == "running":
             self.jobs[query_id] = "succeeded" if ok else "failed"
+            if ok:  # rows computed from the stored SQL, so two queries' results differ
+                self.results[query_id] = [[query_id, len(self.sql[query_id])]]
+
+    def result(self, query_id: str) -> list[list[Any]] | None:
+        return self.results.get(query_id)
 
 
 # --------------------------------------------------------------------------
@@ -109,6 +131,21 @@ class Message:
     text: str
     kind: str = "user"  # user | notification
     attributed: bool = False
+    request_clock: Clock = DEFAULT_CLOCK  # kept when the message is delivered again (M1)
+
+
+@dataclass
+class Notification:
+    """A result notification for the agent: the query's SQL, outcome, result and conditions,
+    with the request clock of the message the query's budget came from (Q25, M2)."""
+
+    query_id: str
+    task_id: str
+    sql: str
+    state: str
+    result: list[list[Any]] | None
+    condition_version: int
+    request_clock: Clock
 
 
 @dataclass
@@ -126,6 +163,8 @@ class Query:
     authorized_version: int = 0  # task version at authorization; 0 = not yet
     phase_moved: bool = False
     events: int = 0
+    budget_message_id: str | None = None  # the confirming message (Q7); never moved (Q8)
+    result: list[list[Any]] | None = None  # the platform's result, stored on success (Q15)
 
 
 @dataclass
@@ -137,6 +176,7 @@ class QueryService:
     messages: dict[str, Message] = field(default_factory=dict)
     queries: dict[str, Query] = field(default_factory=dict)
     log: list[dict[str, Any]] = field(default_factory=list)
+    notifications: list[Notification] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def _id(self, kind: str) -> str:
@@ -148,8 +188,14 @@ class QueryService:
         self.tasks[task.task_id] = task
         return task
 
-    def receive(self, session: str, text: str, kind: str = "user") -> Message:
-        message = Message(self._id("msg"), session, text, kind)
+    def receive(self, session: str, text: str, kind: str = "user",
+                clock: Clock = DEFAULT_CLOCK, message_id: str | None = None) -> Message:
+        """Store a message with its request clock; the same message delivered again (on
+        recovery, maybe days later) is the stored one, clock included (M1)."""
+        if message_id is not None and message_id in self.messages:
+            return self.messages[message_id]
+        message = Message(message_id or self._id("msg"), session, text, kind,
+                          request_clock=clock)
         self.messages[message.message_id] = message
         return message
 
@@ -208,6 +254,7 @@ class QueryService:
         if any(m.session == task.session and not m.attributed for m in self.messages.values()):
             raise CallerError("a newer message is not attributed yet")
         q.authorized_version = task.version
+        q.budget_message_id = message_id
         self._step(q, "confirm", self._confirm_params(), "queued")
         return q.state
 
@@ -227,6 +274,14 @@ class QueryService:
         else:
             raise CallerError(f"cannot cancel a query in {q.state}")
 
+    def status(self, query_id: str, message_id: str) -> dict[str, Any]:
+        """The status tool: the confirming message gets the state only, the result is left
+        to the result notification (Q26); any other message may see the result."""
+        q = self._query(query_id)
+        withheld = q.result is not None and message_id == q.budget_message_id
+        return {"state": q.state, "result": None if withheld else q.result,
+                "result_withheld": withheld}
+
     # -- helpers ------------------------------------------------------------------
     def _query(self, query_id: str, state: str | None = None) -> Query:
         q = self.queries.get(query_id)
@@ -236,11 +291,18 @@ class QueryService:
             raise CallerError(f"query {query_id} is {q.state}, not {state}")
         return q
 
-    def settle(self, q: Query, trigger: str, params: dict[str, Any], state: str) -> None:
-        """Record a terminal outcome; the task's phase moves only at its own version (Q24)."""
+    def settle(self, q: Query, trigger: str, params: dict[str, Any], state: str,
+               result: list[list[Any]] | None = None) -> None:
+        """Record a terminal outcome (with the platform's result of a success); the task's
+        phase moves only at its own version (Q24); queue the result notification (Q25, M2)."""
         task = self.tasks[q.task_id]
         q.phase_moved = task.version == q.authorized_version and not task.clarifying
+        q.result = result
         self._step(q, trigger, params, state)
+        budget = self.messages[q.budget_message_id] if q.budget_message_id else None
+        self.notifications.append(Notification(
+            q.query_id, q.task_id, q.sql, state, result, q.authorized_version,
+            budget.request_clock if budget else DEFAULT_CLOCK))
 
     def _step(self, q: Query, trigger: str, params: dict[str, Any], to_state: str) -> None:
         before, q.state = q.state, to_state
@@ -305,7 +367,7 @@ class Worker:
         if q.state != "submitting" or q.submit_epoch != q.lease_epoch:
             raise CallerError("only the lease that committed submitting may call the platform")
         try:
-            self.service.platform.submit(query_id)
+            self.service.platform.submit(query_id, q.sql)
         except NoAnswer as exc:
             return self.no_answer(q, exc.kind)
         except Rejected:
@@ -337,7 +399,8 @@ class Worker:
         elif status == "running":
             self.service._step(q, "lookup_running", self._params(), "running")
         else:
-            self.service.settle(q, f"lookup_{status}", self._params(), status)
+            result = self.service.platform.result(query_id) if status == "succeeded" else None
+            self.service.settle(q, f"lookup_{status}", self._params(), status, result)
         return q.state
 
     def resubmit(self, query_id: str) -> None:

@@ -22,6 +22,9 @@ from .inmemory_query import CallerError, Query, QueryService, Worker
 
 WORKERS = 2
 TEXT = "monthly revenue by channel, then execute"
+CLOCK = ("2026-02-03T09:30:00Z", "Asia/Shanghai")
+# A redelivery on recovery arrives on a later day: it must not become the message's clock (M1).
+RECOVERY_CLOCK = ("2026-03-01T08:00:00Z", "Europe/Berlin")
 # Faults the adapter arms on the platform before a worker's call, by model trigger.
 FAULTS = {"submit_response_lost": "lose_answer", "submit_undelivered": "undeliverable",
           "submit_rejected": "reject", "lookup_timeout": "lookup_timeout",
@@ -34,20 +37,19 @@ LOOKUPS = ("lookup_running", "lookup_succeeded", "lookup_failed", "lookup_cancel
 class _Item:
     def __init__(self, service: QueryService, n: int) -> None:
         self.task = service.create_task(f"session-{n}")
-        message = service.receive(self.task.session, TEXT)
+        message = service.receive(self.task.session, TEXT, clock=CLOCK)
         service.attribute(message.message_id)
         self.message = message.message_id
+        self.clock = message.request_clock
         self.query: Query = service.draft(self.task.task_id, "SELECT channel, sum(amount) ...")
+        self.sql = self.query.sql  # the SQL the user sees and confirms
+        self.reruns: list[str] = []  # the ids of deliberate reruns of the same SQL (Q2)
         self.notification: str | None = None
 
 
 class InMemoryQueryAdapter(Adapter):
-    """Drives one :class:`QueryService` with three queries and two workers."""
-
-    # Content this in-memory service does not hold (no SQL ledger on its platform, no
-    # results, notifications, request clocks or status tool): the kit says NOT CHECKED.
-    unobservable = frozenset({"payload", "result", "notice", "status_reply", "message_clock",
-                              "reruns"})
+    """Drives one :class:`QueryService` with three queries and two workers; observes every
+    variable the model declares."""
 
     service_class: type[QueryService] = QueryService
     worker_class: type[Worker] = Worker
@@ -83,16 +85,18 @@ class InMemoryQueryAdapter(Adapter):
             self._confirm(item, qid, params)
         elif trigger == "cancel":
             s.cancel(qid)
-        elif trigger == "rerun":
-            s.draft(item.task.task_id, item.query.sql)  # a new query record, its own id (Q2)
-        elif trigger in ("message_redelivered", "run_stopped"):
-            pass  # this service keeps no request clocks and no runs: nothing to do (M1, Q22)
+        elif trigger == "rerun":  # a new query record, which must get its own id (Q2)
+            item.reruns = [*item.reruns, s.draft(item.task.task_id, item.query.sql).query_id]
+        elif trigger == "message_redelivered":  # the same message again, on a later day (M1)
+            s.receive(item.task.session, TEXT, clock=RECOVERY_CLOCK, message_id=item.message)
+        elif trigger == "run_stopped":
+            pass  # this service has no agent runs: stopping one cannot touch a query (Q22)
         elif trigger in ("platform_succeeds", "platform_fails"):
             platform.finish(qid, trigger == "platform_succeeds")
         elif trigger == "crash":
             self._crash(int(params["worker"]), qid)
         elif trigger == "crash_after_platform_stored":
-            platform.submit(qid)  # stored, and the worker died before recording the answer
+            platform.submit(qid, item.query.sql)  # stored; the worker died before recording
             self._crash(int(params["worker"]), qid)
         elif worker is not None:
             self.service.platform.fault_kind = str(params.get("fault", "timeout"))
@@ -170,6 +174,37 @@ class InMemoryQueryAdapter(Adapter):
             "authorized_version": (q.authorized_version - q.condition_version + 1
                                    if q.authorized_version else 0),
             "clarifying": task.clarifying, "phase_moved": q.phase_moved,
+            **self._content(item, status),
+        }
+
+    def _content(self, item: _Item, status: str) -> dict[str, str]:
+        """What the contents must equal, as the model's verdicts: the SQL the platform stored
+        vs the confirmed SQL, the stored result vs the platform's, the notification's clock vs
+        the budget message's, the status tool's answer to the confirming message, the
+        confirming message's stored clock, and the reruns' ids."""
+        s, q = self.service, item.query
+        stored = s.platform.sql.get(q.query_id)
+        payload = "none" if stored is None else "confirmed" if stored == item.sql else "altered"
+        result = "none"
+        if q.result is not None:
+            mine = status == "succeeded" and q.result == s.platform.result(q.query_id)
+            result = "platform" if mine else "other"
+        notes = [n for n in s.notifications if n.query_id == q.query_id]
+        notice = "none"
+        if notes:
+            budget = s.messages.get(q.budget_message_id or "")
+            agree = (len(notes) == 1 and budget is not None
+                     and notes[0].request_clock == budget.request_clock)
+            notice = "source" if agree else "other"
+        reply = s.status(q.query_id, item.message)
+        return {
+            "payload": payload, "result": result, "notice": notice,
+            "status_reply": ("shown" if reply["result"] is not None
+                             else "withheld" if reply["result_withheld"] else "none"),
+            "message_clock": ("source" if s.messages[item.message].request_clock == item.clock
+                              else "other"),
+            "reruns": ("new_id" if len({q.query_id, *item.reruns}) == 1 + len(item.reruns)
+                       else "same_id"),
         }
 
     def trace_lines(self) -> Iterable[str]:

@@ -379,7 +379,7 @@ def _variables(auto_retries: int) -> tuple[Variable, ...]:
         Variable("shown", flags, False, "the approval request was shown (V1)"),
         Variable("deadline_passed", flags, False, "the checkpointed deadline has passed (A2)"),
         Variable("retry_safe", flags, False, "the tool declares itself retry_safe (A5)"),
-        # Decided per run and never stored: neither the log nor the files hold it.
+        # Decided per run (A5); the call's checkpoint row records it, its log does not.
         Variable("retries_allowed", flags, False, "automatic retries are on for this run (A5)",
                  logged=False),
         Variable("rerun", flags, False, "the one re-run after an absent lookup is used (A5)"),

@@ -26,8 +26,9 @@ from settled import _diagrams
 from settled._output import emit
 from settled._paths import OutputPathError, writable_dir
 from settled._stores import StoreError, chosen, resolved_store
-from settled._verify import SEED, Watch, phases, verify
+from settled._verify import SEED, Watch, check_allowances, phases, verify
 from settled.conformance._profiles import PROFILES
+from settled.model import MACHINES
 
 # Plain text: a finding names guards in brackets ("[fresh_lease[holds a lease]]"), which
 # rich would read as markup and drop.
@@ -102,11 +103,23 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("crash sweep", lambda m: f"{_mark(m.get('crash', {}).get('ok', False))} "
                               f"{m.get('crash', {}).get('crashed', 0)}/"
                               f"{m.get('crash', {}).get('boundaries', 0)}"),
+    ("unchecked", lambda m: _unchecked_cell(m.get("unchecked", {}))),
     ("seconds", lambda m: _secs(sum(float(m.get(part, {}).get("seconds") or 0) for part in
                                     ("explore", "system", "lockstep", "system_lockstep",
                                      "concurrent")))),
     ("verdict", lambda m: "[green]✓ ok[/green]" if m["ok"] else "[red]✗ FAILED[/red]"),
 ]
+
+
+def _unchecked_cell(un: dict[str, Any]) -> str:
+    """Nothing left unchecked, or how many things were (refused: fails the run; allowed: named
+    by --allow-unchecked and printed)."""
+    refused, allowed = un.get("refused", []), un.get("allowed", [])
+    if refused:
+        return f"[red]✗ {len(refused)} NOT CHECKED[/red]"
+    if allowed:
+        return f"[yellow]✓ {len(allowed)} allowed[/yellow]"
+    return "[green]✓ none[/green]"
 
 
 def _caption(result: dict[str, Any]) -> str:
@@ -201,9 +214,6 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: {quiet.get('text')}")
         if ls.get("unfired_transitions"):
             err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
-        if ls.get("not_checked"):
-            err.print(f"{name}: NOT CHECKED: {', '.join(ls['not_checked'])} (the adapter declares "
-                      "them unobservable; the campaign never compared them with the model)")
         for edge in ls.get("unfired_edges", []):
             err.print(f"{name}: the campaign never fired the edge {edge}")
         for case in ls.get("unfired_guard_alternatives", []):
@@ -221,6 +231,7 @@ def details(result: dict[str, Any]) -> None:
             err.print(f"{name}: crash sweep: {failure}")
         for boundary in crash.get("never_crashed", []):
             err.print(f"{name}: the crash sweep never crashed {boundary}")
+    _unchecked_details(result)
     views = result["views"]
     for name in views.get("stale", []):
         folder = Path(views.get("directory") or Path(result.get("root") or ".") / "diagrams")
@@ -231,6 +242,28 @@ def details(result: dict[str, Any]) -> None:
         else:
             err.print(f"{what} diagrams/{name}: run 'settled verify --write' (or settled "
                       "diagrams / settled spec / settled review) and commit it")
+
+
+def _why_unchecked(result: dict[str, Any], name: str) -> str:
+    machine, _, part = name.partition(".")
+    m = result["machines"].get(machine, {})
+    if part == "system_lockstep":
+        return m.get("system_lockstep", {}).get("why") or "no adapter drives the system"
+    if part == "concurrent":
+        return m.get("concurrent", {}).get("why") or "no concurrent campaign"
+    return "the adapter declares it unobservable; the campaign never compared it with the model"
+
+
+def _unchecked_details(result: dict[str, Any]) -> None:
+    """Every unchecked thing by name: refused ones fail the run and say how to allow them;
+    allowed ones are printed, so an exception is never silent."""
+    un = result.get("unchecked", {})
+    for name in un.get("refused", []):
+        err.print(f"NOT CHECKED: {name} ({_why_unchecked(result, name)}); this fails the run: "
+                  f"check it, or accept it by name with --allow-unchecked {name}")
+    for name in un.get("allowed", []):
+        err.print(f"ALLOWED UNCHECKED: {name} ({_why_unchecked(result, name)}); named by "
+                  "--allow-unchecked")
 
 
 def verify_command(
@@ -246,6 +279,11 @@ def verify_command(
         "--store", help="Where the lockstep campaigns keep their state: 'sqlite' (files, the "
                         "default), a postgresql:// URL, or 'temp-postgres' (a throwaway cluster). "
                         "Default: $SETTLED_STORE, else sqlite.")] = None,
+    allow_unchecked: Annotated[list[str] | None, typer.Option(
+        "--allow-unchecked", metavar="MACHINE.PART",
+        help="Accept that this run leaves PART of MACHINE unchecked (a variable its adapter "
+             "declares unobservable, system_lockstep, concurrent); repeat or comma-separate. "
+             "Printed in the report. Without it anything unchecked fails the run.")] = None,
 ) -> None:
     """Static checks, exhaustive exploration, lockstep campaign, trace check and drift check."""
     if profile not in PROFILES:
@@ -254,11 +292,17 @@ def verify_command(
     root = _checkout(root, write)
     if write and root is not None:
         _check_writable(root / "diagrams")
+    allowed = [n.strip() for item in allow_unchecked or [] for n in item.split(",") if n.strip()]
+    try:
+        check_allowances(allowed, list(MACHINES))
+    except ValueError as e:
+        err.print(f"settled verify: {e}")
+        raise typer.Exit(2) from None
     say = (lambda line: None) if as_json else (lambda line: err.print(f"… {line}"))
     try:
         with resolved_store(chosen(store)) as url, Bar(as_json) as bar:
             result = verify(root, write=write, profile_name=profile, seed=seed, say=say, store=url,
-                            watch=bar)
+                            watch=bar, allow_unchecked=allowed)
     except StoreError as e:
         err.print(str(e))
         raise typer.Exit(2) from None

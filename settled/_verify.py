@@ -16,6 +16,13 @@ The coverage overlays (``diagrams/<machine>.coverage.svg``) are written by
 ``--write`` from the campaign's counts. A fixed seed makes them reproducible,
 but they record a random campaign, not the specification, so ``--check``
 does not fail on them; ``--write`` keeps them current.
+
+Strict by default: anything a run did not check fails it, by name. A variable an adapter
+declares unobservable is ``MACHINE.VARIABLE``; a system no adapter drives,
+``MACHINE.system_lockstep``; an implementation no concurrent campaign drives,
+``MACHINE.concurrent``. An exception is named with ``allow_unchecked`` (``settled verify
+--allow-unchecked approval.retries_allowed``), is printed in the report, and must name
+something this run would leave unchecked (a stale exception is bad input).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,7 @@ from typing import Any
 from settled import _diagrams
 from settled._cmd_views import INDEX, diagram_files, spec_files
 from settled.conformance._adapter import AdapterError
-from settled.conformance._api import probe
+from settled.conformance._api import probe, probe_system
 from settled.conformance._explore import explore
 from settled.conformance._liveness import LivenessResult, check_machine, system_classifier
 from settled.conformance._liveness import check_system as check_system_liveness
@@ -97,6 +104,19 @@ class MachineReport:
     # Concurrent campaigns checked for linearizability; ``checked`` False likewise.
     concurrent: dict[str, Any] = field(default_factory=dict)
     crash: dict[str, Any] = field(default_factory=dict)  # the crash sweep's report
+    # What the run's caller accepts leaving unchecked, by name (``MACHINE.PART``).
+    allowed: frozenset[str] = frozenset()
+
+    @property
+    def not_checked(self) -> list[str]:
+        """Everything this machine's run did not check, by the name an allowance uses."""
+        out = [f"{self.name}.{v}" for v in self.lockstep.get("not_checked", [])]
+        out += [f"{self.name}.{v}" for v in self.system_lockstep.get("not_checked", [])]
+        if not self.system_lockstep.get("checked", False):
+            out.append(f"{self.name}.system_lockstep")
+        if not self.concurrent.get("checked", False):
+            out.append(f"{self.name}.concurrent")
+        return sorted(set(out))
 
     @property
     def ok(self) -> bool:
@@ -106,13 +126,61 @@ class MachineReport:
                 and (not self.system_lockstep.get("checked", False)
                      or self.system_lockstep.get("ok", False))
                 and (not self.concurrent.get("checked", False)
-                     or self.concurrent.get("ok", False)))
+                     or self.concurrent.get("ok", False))
+                and all(name in self.allowed for name in self.not_checked))
 
     def to_json(self) -> dict[str, Any]:
+        unchecked = self.not_checked
         return {"ok": self.ok, "static": self.static, "explore": self.explore,
                 "system": self.system, "lockstep": self.lockstep, "trace_check": self.trace_check,
                 "system_lockstep": self.system_lockstep, "concurrent": self.concurrent,
-                "crash": self.crash}
+                "crash": self.crash,
+                "unchecked": {"allowed": [n for n in unchecked if n in self.allowed],
+                              "refused": [n for n in unchecked if n not in self.allowed]}}
+
+
+def expected_unchecked(machines: Iterable[str]) -> dict[str, str]:
+    """What a run over ``machines`` will leave unchecked, by name, and why (known before the
+    run: the adapters' declared unobservable variables, the systems no adapter drives, the
+    implementations no concurrent campaign drives)."""
+    out: dict[str, str] = {}
+    for name in machines:
+        if name in SUITES:
+            suite = SUITES[name]()
+            try:
+                hidden = probe(suite.adapter, suite.protocol)[2]
+            except AdapterError:
+                hidden = ()  # the campaign reports the broken adapter itself
+            for v in hidden:
+                out[f"{name}.{v}"] = "the adapter declares it unobservable"
+        system = SYSTEM_SUITE_OF.get(name)
+        if system is None or system not in SYSTEM_SUITES:
+            out[f"{name}.system_lockstep"] = f"no adapter drives the {name} system's shared state"
+        else:
+            sys_suite = SYSTEM_SUITES[system]()
+            try:
+                hidden = probe_system(sys_suite.adapter, sys_suite.system)[1]
+            except AdapterError:
+                hidden = ()
+            for v in hidden:
+                out[f"{name}.{v}"] = "the system adapter declares it unobservable"
+        if name not in CONCURRENT_OF:
+            out[f"{name}.concurrent"] = f"no concurrent campaign drives the {name} implementation"
+    return out
+
+
+def check_allowances(allow: Iterable[str], machines: Iterable[str]) -> list[str]:
+    """``allow``'s names, each something a run over ``machines`` leaves unchecked; a
+    ValueError (bad input) naming any other, so a stale or misspelt exception never stands."""
+    names = sorted({n.strip() for n in allow if n.strip()})
+    if not names:
+        return []
+    expected = expected_unchecked(machines)
+    wrong = [n for n in names if n not in expected]
+    if wrong:
+        raise ValueError(f"--allow-unchecked names {wrong}, which this run checks or does not "
+                         f"know; it leaves unchecked only {sorted(expected) or 'nothing'}")
+    return names
 
 
 def check_static(p: Protocol) -> dict[str, list[str]]:
@@ -220,7 +288,12 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
     # Cross-instance stories: every interaction the bounded search reaches must be performed;
     # a partial reachable set is said (in the row and on stderr), not counted as complete.
     stories = interaction_coverage(suite.system, suite.forbidden, record.interactions)
+    try:
+        not_checked = list(probe_system(suite.adapter, suite.system)[1])
+    except AdapterError as exc:
+        not_checked, failure = [], failure or str(exc)
     return {"checked": True, "suite": name, "system": suite.system.meaning,
+            "not_checked": not_checked,
             "ok": failure is None and record.trace_failure is None and record.trace_events > 0
             and not stories.missing,
             "interactions": stories.to_json(),
@@ -294,13 +367,17 @@ def check_views(root: Path | None, write: bool) -> list[str]:
 
 def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", seed: int = SEED,
            machines: list[str] | None = None, say: Say = lambda line: None,
-           store: str | None = None, watch: Watch | None = None) -> dict[str, Any]:
+           store: str | None = None, watch: Watch | None = None,
+           allow_unchecked: Iterable[str] = ()) -> dict[str, Any]:
     """``root``: the checkout whose views are checked (or written); None checks the views
     shipped with the installed package. ``store``: a postgresql:// URL the lockstep campaigns
-    run against (default: SQLite files)."""
+    run against (default: SQLite files). ``allow_unchecked``: what the caller accepts leaving
+    unchecked, by name (see the module's docstring); a ValueError before any work when a name
+    is not something this run leaves unchecked."""
     if write and root is None:
         raise ValueError("write needs a checkout: the installed package's views are not ours "
                          "to rewrite")
+    allowed = frozenset(check_allowances(allow_unchecked, machines or list(MACHINES)))
     watch = watch or Watch()
 
     def phase(text: str) -> None:
@@ -310,7 +387,7 @@ def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", 
     start = time.perf_counter()
     reports = {}
     for name in machines or list(MACHINES):
-        p, report = MACHINES[name], MachineReport(name)
+        p, report = MACHINES[name], MachineReport(name, allowed=allowed)
         phase(f"{name}: static checks")
         report.static = check_static(p)
         phase(f"{name}: exploring every reachable state, then its progress under fairness")
@@ -357,7 +434,10 @@ def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", 
     crashed = {"crashed": sum(r.crash.get("crashed", 0) for r in reports.values()),
                "boundaries": sum(r.crash.get("boundaries", 0) for r in reports.values())}
     say(f"durable boundaries crashed: {crashed['crashed']} of {crashed['boundaries']}")
+    unchecked = [n for r in reports.values() for n in r.not_checked]
     return {"ok": ok, "root": None if root is None else str(root),
+            "unchecked": {"allowed": [n for n in unchecked if n in allowed],
+                          "refused": [n for n in unchecked if n not in allowed]},
             "machines": {n: r.to_json() for n, r in reports.items()},
             "views": views, "durable_boundaries": crashed,
             "seconds": round(time.perf_counter() - start, 2)}

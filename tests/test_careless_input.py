@@ -134,6 +134,7 @@ CASES = [
     (("verify", "--store", "mysql://x'; DROP"), 2, "is neither 'sqlite'"),
     (("verify", "--seed", "many"), 2, "--seed"),
     (("verify", "--no-such-option"), 2, "No such option"),
+    (("verify", "--allow-unchecked", "query.nonsense"), 2, "--allow-unchecked names"),
     # the command line itself
     (("nonsense",), 2, "No such command"),
     (("-x",), 2, "No such option"),

@@ -291,7 +291,8 @@ def test_verify_runs_the_concurrent_campaign_and_says_what_it_did_not_check() ->
     assert "NOT CHECKED" in _cmd_verify._concurrent_cell(missing)
     report = _verify.MachineReport("approval", explore={"ok": True}, system={"ok": True},
                                    lockstep={"ok": True}, trace_check={"ok": True},
-                                   crash={"ok": True}, concurrent={**passed, "ok": False})
+                                   crash={"ok": True}, concurrent={**passed, "ok": False},
+                                   system_lockstep={"checked": True, "ok": True})
     assert not report.ok  # a failed campaign fails verify
     report.concurrent = passed
     assert report.ok

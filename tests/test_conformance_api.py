@@ -62,10 +62,8 @@ def test_refusable_triggers_are_declared_in_the_model():
 
 
 # ---------------------------------------------------------------------------- the pytest line
-# The example keeps no SQL ledger, results, notifications, request clocks or status tool: the
-# variables it cannot show are accepted by name, or the campaign is incomplete.
-EXAMPLE_UNCHECKED = tuple(sorted(InMemoryQueryAdapter.unobservable))
-TestInMemoryQueries = lockstep_case(correct, "query", allow_unchecked=EXAMPLE_UNCHECKED)
+# The example observes every variable the model declares: it needs no exception.
+TestInMemoryQueries = lockstep_case(correct, "query")
 
 
 def test_a_lockstep_case_fails_on_a_planted_bug(tmp_path):
@@ -196,7 +194,7 @@ def test_a_planted_bug_is_not_hidden_by_an_adapter_that_leaves_out_a_variable(tm
 
 
 class Unobservable(InMemoryQueryAdapter):
-    unobservable = InMemoryQueryAdapter.unobservable | {"platform", "held"}
+    unobservable = frozenset({"platform", "held"})
 
     def observe(self, instance):
         out = dict(super().observe(instance))
@@ -204,26 +202,87 @@ class Unobservable(InMemoryQueryAdapter):
         return out
 
 
+def test_the_example_adapter_declares_nothing_unobservable():
+    assert InMemoryQueryAdapter.unobservable == frozenset()
+
+
 def test_declared_unobservable_variables_are_reported_not_checked():
-    content = tuple(sorted(InMemoryQueryAdapter.unobservable))
-    report = run(Unobservable, allow_unchecked=(*content, "held", "platform"))
+    report = run(Unobservable, allow_unchecked=("held", "platform"))
     assert report.ok and report.exit_code == 0
-    assert report.not_checked == tuple(sorted(("held", "platform", *content)))
+    assert report.not_checked == ("held", "platform")
     assert "held" in report.text() and "NOT CHECKED" in report.text()
     assert "ALLOWED UNCHECKED: held" in report.text()
-    assert report.to_json()["not_checked"] == sorted(("held", "platform", *content))
+    assert report.to_json()["not_checked"] == ["held", "platform"]
 
 
 def test_an_unobservable_variable_not_accepted_by_name_leaves_the_campaign_incomplete():
     """All green is not enough: a variable never compared fails the campaign (exit 3) until
     the caller names it, and the report says which."""
-    report = run(Unobservable, allow_unchecked=EXAMPLE_UNCHECKED)
+    report = run(Unobservable, allow_unchecked=("held",))
     assert report.status == "passed" and not report.ok and report.exit_code == 3
-    assert report.unchecked == ("held", "platform")
-    assert "INCOMPLETE (exit 3): held, platform never compared" in report.text()
-    assert report.to_json()["unchecked"] == ["held", "platform"]
+    assert report.unchecked == ("platform",)
+    assert "INCOMPLETE (exit 3): platform never compared" in report.text()
+    assert report.to_json()["unchecked"] == ["platform"]
     with pytest.raises(ValueError, match=r"names \['status'\]"):
         run(Unobservable, allow_unchecked=("status",))
+
+
+class Lazy(InMemoryQueryAdapter):
+    """Declares every variable unobservable and shows only the control state."""
+
+    unobservable = frozenset(v.name for v in QUERY.variables if not v.ghost)
+
+    def observe(self, instance):
+        return {"state": super().observe(instance)["state"]}
+
+
+def test_a_lazy_adapter_that_declares_every_variable_unobservable_fails():
+    report = run(Lazy)
+    assert report.status == "passed" and not report.ok and report.exit_code == 3
+    assert report.unchecked == tuple(sorted(Lazy.unobservable))
+    assert "INCOMPLETE (exit 3)" in report.text() and "payload" in report.text()
+
+
+class AltersResubmittedSql(Worker):
+    """Resubmits under the same query_id with SQL of its own (Q18)."""
+
+    def resubmit(self, query_id):
+        self.service.queries[query_id].sql += " LIMIT 10"
+        return super().resubmit(query_id)
+
+
+class ClockFromRedelivery(InMemoryQueryAdapter):
+    """Takes a redelivered message's clock as the message's own (M1)."""
+
+    def perform(self, instance, trigger, params):
+        super().perform(instance, trigger, params)
+        if trigger == "message_redelivered":
+            item = self.items[instance]
+            message = self.service.messages[item.message]
+            message.request_clock = ("2026-03-01T08:00:00Z", "Europe/Berlin")
+
+
+@pytest.mark.parametrize(("bug", "variable"), [
+    (type("Payload", (InMemoryQueryAdapter,), {"worker_class": AltersResubmittedSql}), "payload"),
+    (ClockFromRedelivery, "message_clock"),
+])
+def test_the_example_compares_content_a_lazy_adapter_would_declare_away(bug, variable, tmp_path):
+    """What the six variables the example once declared unobservable let through: now a
+    divergence naming the variable. With them declared away, the same bug is never a pass."""
+    report = run(bug, out=tmp_path)
+    assert report.status == "diverged" and report.exit_code == 1, report.text()
+    assert variable in report.failure
+
+    class Hidden(bug):  # type: ignore[misc,valid-type]
+        unobservable = frozenset({variable})
+
+        def observe(self, instance):
+            out = dict(super().observe(instance))
+            del out[variable]
+            return out
+
+    hidden = run(Hidden, out=tmp_path)
+    assert hidden.exit_code == 3 and hidden.unchecked == (variable,), hidden.text()
 
 
 def test_unobservable_must_name_observable_variables():
@@ -416,14 +475,11 @@ def _settled(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_passes_the_correct_example_and_catches_the_planted_bug(tmp_path):
-    strict = _settled("lockstep", "examples.query_adapter:correct", "--profile", "dev", "--seed",
-                      "1", "--out", str(tmp_path))
-    assert strict.returncode == 3 and "INCOMPLETE (exit 3)" in strict.stdout  # nothing named
     ok = _settled("lockstep", "examples.query_adapter:correct", "--profile", "dev", "--seed", "1",
-                  "--out", str(tmp_path), "--allow-unchecked", ",".join(EXAMPLE_UNCHECKED))
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "PASSED" in ok.stdout and "ALLOWED UNCHECKED: message_clock" in ok.stdout
-    wrong = _settled("lockstep", "examples.query_adapter:correct", "--allow-unchecked", "status")
+                  "--out", str(tmp_path))
+    assert ok.returncode == 0, ok.stdout + ok.stderr  # no exception needed: it observes all
+    assert "PASSED" in ok.stdout and "NOT CHECKED" not in ok.stdout
+    wrong = _settled("lockstep", "examples.query_adapter:correct", "--allow-unchecked", "payload")
     assert wrong.returncode == 2 and "does not declare unobservable" in wrong.stderr
     bad = _settled("lockstep", "examples.query_adapter:buggy", "--profile", "dev", "--seed", "1",
                    "--out", str(tmp_path), "--json")

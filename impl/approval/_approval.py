@@ -334,8 +334,10 @@ class ApprovalRuntime:
 
     def _execute_approved(self, call: Call) -> Call:
         self._hook("R3")
-        call = self._update(call, "execute", _APPROVED, S.EXECUTING)
-        return self._attempts(call, retries_allowed=call.retry_safe)
+        # The run's retry switch is recorded with the step that enters the handler (A5).
+        call = self._update(call, "execute", _APPROVED, S.EXECUTING,
+                            retries_allowed=call.retry_safe)
+        return self._attempts(call, retries_allowed=call.retries_allowed)
 
     def _attempts(self, call: Call, *, retries_allowed: bool) -> Call:
         """Enter the handler; resend the same token only while retries are allowed (A5)."""
@@ -382,8 +384,9 @@ class ApprovalRuntime:
         if call.rerun_used:
             return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                                 error="absent after the one re-run; a person must decide")
-        call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)
-        return self._attempts(call, retries_allowed=False)
+        call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True,
+                            retries_allowed=False)
+        return self._attempts(call, retries_allowed=call.retries_allowed)
 
     def _save(self, call: Call, event: str, allowed: frozenset[CallState],
               result: Mapping[str, Any]) -> Call:

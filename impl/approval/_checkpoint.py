@@ -56,7 +56,7 @@ __all__ = [
     "trace_rows",
 ]
 
-SCHEMA_VERSION: Final = 2  # 2: call_events.vars (the trace export)
+SCHEMA_VERSION: Final = 3  # 2: call_events.vars (the trace export); 3: calls.retries_allowed
 SCHEMA: Final = """
 CREATE TABLE calls (
     call_id TEXT PRIMARY KEY,
@@ -72,6 +72,7 @@ CREATE TABLE calls (
     shown INTEGER NOT NULL DEFAULT 0 CHECK (shown IN (0, 1)),
     cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
     rerun_used INTEGER NOT NULL DEFAULT 0 CHECK (rerun_used IN (0, 1)),
+    retries_allowed INTEGER NOT NULL DEFAULT 0 CHECK (retries_allowed IN (0, 1)),
     result TEXT,
     error TEXT,
     created_at REAL NOT NULL,
@@ -97,7 +98,8 @@ CREATE TABLE session_locks (
 """ + DISPLAY_SCHEMA
 
 # Columns a state change may set; anything else is a bug in the runtime.
-_MUTABLE: Final = frozenset({"shown", "cancel_requested", "rerun_used", "result", "error"})
+_MUTABLE: Final = frozenset({"shown", "cancel_requested", "rerun_used", "retries_allowed",
+                             "result", "error"})
 DEFAULT_LOCK_TTL: Final = 600.0
 _PROPOSED: Final = "proposed"  # the model's state before the first checkpoint; never stored
 
@@ -145,6 +147,9 @@ class Call:
     rerun_used: bool = False
     result: Mapping[str, Any] | None = None
     error: str | None = None
+    # The automatic-retry switch the handler's current run was entered with (A5): recorded
+    # with the step that enters the handler, so a reader sees what the runtime decided.
+    retries_allowed: bool = False
 
 
 def _call(row: sqlite3.Row) -> Call:
@@ -154,7 +159,7 @@ def _call(row: sqlite3.Row) -> Call:
                 row["schema_fingerprint"], bool(row["retry_safe"]), row["deadline"],
                 CallState(row["state"]), bool(row["shown"]), bool(row["cancel_requested"]),
                 bool(row["rerun_used"]), None if result is None else json.loads(result),
-                row["error"])
+                row["error"], bool(row["retries_allowed"]))
 
 
 def _logged_vars(conn: sqlite3.Connection, call_id: str, move: tuple[str, CallState],
@@ -162,7 +167,8 @@ def _logged_vars(conn: sqlite3.Connection, call_id: str, move: tuple[str, CallSt
     """The approval model's variables this file can vouch for, after the step (the trace's vars).
 
     Not logged: the business commit and whether a held result is the first one (only the
-    business store knows), the deployed contract and the per-run retry switch.
+    business store knows), the deployed contract, and the per-run retry switch (the model
+    does not log it; the call's row records it).
     """
     row = conn.execute("SELECT shown, cancel_requested, rerun_used, retry_safe, deadline "
                        "FROM calls WHERE call_id = ?", (call_id,)).fetchone()
