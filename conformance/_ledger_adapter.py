@@ -167,13 +167,11 @@ class LedgerAdapter(Adapter):
 
     def _do_reregister(self, item: _Item, params: Mapping[str, Value]) -> None:
         rt = self._rt(item)
-        tool = "create_order"
-        row = rt.connection.execute("SELECT tool, normalized_args FROM ledger WHERE call_id = ?",
+        row = rt.connection.execute("SELECT read_only FROM ledger WHERE call_id = ?",
                                     (item.call_id,)).fetchone()
-        if row is not None:
-            tool = row["tool"]
-        call = item.call("read" if tool == "stock_level" else "write")
-        args = call.args if params["params"] == "same" else item.other_args(tool)
+        call = item.call("read" if row is not None and row["read_only"] else "write")
+        args = call.args if params["params"] == "same" else item.other_args(call.tool)
+        tool = call.tool
         rt.redeliver(item.session, item.call_id, tool, args)
 
     def _do_run(self, item: _Item, params: Mapping[str, Value]) -> None:

@@ -142,3 +142,17 @@ def approval_system_suite(adapter_class: type[Adapter] | None = None) -> SystemS
 
 
 SYSTEM_SUITES["approval_system"] = approval_system_suite
+
+
+def ledger_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuite:
+    """The three tool calls of one assistant message, registered, recovered and continued
+    together in one session."""
+    from ._ledger_system_adapter import LedgerSystemAdapter, ledger_system
+
+    cls = adapter_class or LedgerSystemAdapter
+    system = ledger_system(3)
+    return SystemSuite("ledger_system", system, lambda: cls(3),  # type: ignore[call-arg]
+                       forbidden=system.machine.refusable)
+
+
+SYSTEM_SUITES["ledger_system"] = ledger_system_suite

@@ -374,10 +374,10 @@ class _Space:
         return j
 
     def held_back(self, c: int, trigger: str, params: Any, pkey: Any) -> bool:
-        key = (c, trigger, pkey)
+        key = (c, trigger, None if trigger in self.system.per_instance else pkey)
         h = self._held_back.get(key)
         if h is None:
-            h = self._held_back[key] = self.system.held_back(self.configs[c], trigger, params)
+            h = self._held_back[key] = self.system.held_back_any(self.configs[c], trigger, params)
         return h
 
     def shared_info(self, shared: tuple[Value, ...]) -> Any:
@@ -431,10 +431,22 @@ def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
     out: list[_Succ] = []
     groups: dict[tuple[str, Any], list[tuple[int, _Move]]] = {}
     for i, mv in sync_moves:
-        groups.setdefault((mv.trigger, mv.pkey), []).append((i, mv))
-    for (trigger, pkey), moves in sorted(groups.items(), key=lambda kv: repr(kv[0])):
+        groups.setdefault((mv.trigger, None if mv.trigger in sys.per_instance else mv.pkey),
+                          []).append((i, mv))
+    steps: list[tuple[str, Any, Any, tuple[tuple[int, _Move], ...]]] = []
+    for (trigger, pkey), group in sorted(groups.items(), key=lambda kv: repr(kv[0])):
+        if pkey is not None:
+            steps.append((trigger, group[0][1].params, pkey, tuple(group)))
+            continue
+        # Each instance chooses its own parameters: one step per combination (see System).
+        by_instance: dict[int, list[tuple[int, _Move]]] = {}
+        for i, mv in group:
+            by_instance.setdefault(i, []).append((i, mv))
+        for combo in itertools.product(*by_instance.values()):
+            params = {f"q{i}.{k}": v for i, mv in combo for k, v in mv.params.items()}
+            steps.append((trigger, params, tuple(sorted(params.items())), combo))
+    for trigger, params, pkey, moves in steps:
         movers = {i for i, _ in moves}
-        params = moves[0][1].params
         if any(sp.held_back(c, trigger, params, pkey) for j, c in enumerate(ids) if j not in movers):
             continue
         if sys.mutex is not None:  # as System._apply, first: a sync step may not move the lock

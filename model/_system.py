@@ -19,6 +19,13 @@ share, declared as data and validated when built:
   is a :class:`DeclarationError` the explorer reports at once. A sync step is
   not taken at all where a *model bound* (``Guard.bound``) alone would make
   it skip an instance it concerns, so bounds never fake a partial crash.
+* ``per_instance``: sync triggers whose parameters each instance chooses for
+  itself. One step still moves every instance where the trigger is enabled,
+  but not all with the same parameters: the step is offered once per
+  combination of the instances' choices (the calls of one assistant message
+  are registered in one transaction, each call a write or a read of its
+  own). Its parameters are named per instance, ``q0.kind``, ``q1.kind``; a
+  refinement of such a trigger reads only the system's variables.
 * ``bind``: a parameter of the machine whose value the system's state decides
   instead of the environment (the confirm call's ``message`` is the session's
   real attribution state, not a free choice).
@@ -211,6 +218,7 @@ class System:
     variables: tuple[Variable, ...] = ()
     transitions: tuple[SharedTransition, ...] = ()
     sync: tuple[str, ...] = ()
+    per_instance: tuple[str, ...] = ()  # sync triggers whose parameters each instance chooses
     bind: tuple[Binding, ...] = ()
     refinements: tuple[Refinement, ...] = ()
     invariants: tuple[SystemInvariant, ...] = ()
@@ -340,20 +348,46 @@ class System:
     def _sync_steps(self, config: SystemConfig, per: list[tuple[Step, ...]], sv: Vars,
                     bound: Mapping[str, Value]) -> Iterator[SystemStep]:
         for trigger in self.sync:
-            keys: dict[tuple[tuple[str, Value], ...], Params] = {}
-            for steps in per:
-                for s in steps:
-                    if s.transition.trigger == trigger:
-                        keys.setdefault(tuple(sorted(s.params.items())), s.params)
-            for _key, params in sorted(keys.items(), key=lambda kv: repr(kv[0])):
-                moves = tuple((i, s) for i, steps in enumerate(per) for s in steps
-                              if s.transition.trigger == trigger and s.params == params)
-                if any(self.held_back(c, trigger, params)
+            for params, moves in self.sync_groups(
+                    trigger, [[(i, s) for s in steps if s.transition.trigger == trigger]
+                              for i, steps in enumerate(per)]):
+                if any(self.held_back_any(c, trigger, params)
                        for i, c in enumerate(config.instances) if all(j != i for j, _ in moves)):
                     continue
                 after = self._apply(config, moves, sv, trigger, params)
                 if after is not None:
                     yield SystemStep(trigger, params, moves, None, after)
+
+    def sync_groups(self, trigger: str, choices: list[list[tuple[int, Step]]]
+                    ) -> list[tuple[Params, tuple[tuple[int, Step], ...]]]:
+        """The sync steps of ``trigger`` from each instance's own steps of it (``choices``, in
+        instance order): one per parameter value every concerned instance takes alike; for a
+        ``per_instance`` trigger, one per combination of the instances' own choices, with the
+        parameters named per instance (``q1.kind``)."""
+        if trigger in self.per_instance:
+            movers = [c for c in choices if c]
+            if not movers:
+                return []
+            out: list[tuple[Params, tuple[tuple[int, Step], ...]]] = []
+            for combo in itertools.product(*movers):
+                params = MappingProxyType({f"q{i}.{k}": v for i, s in combo
+                                           for k, v in s.params.items()})
+                out.append((params, tuple(combo)))
+            return out
+        keys: dict[tuple[tuple[str, Value], ...], Params] = {}
+        for c in choices:
+            for _i, s in c:
+                keys.setdefault(tuple(sorted(s.params.items())), s.params)
+        return [(params, tuple((i, s) for c in choices for i, s in c if s.params == params))
+                for _key, params in sorted(keys.items(), key=lambda kv: repr(kv[0]))]
+
+    def held_back_any(self, c: Config, trigger: str, params: Params) -> bool:
+        """:meth:`held_back` for a sync step's parameters; a ``per_instance`` trigger's are the
+        instance's own, so any choice of them that only a bound refuses holds it back."""
+        if trigger not in self.per_instance:
+            return self.held_back(c, trigger, params)
+        return any(self.held_back(c, trigger, p) for t in self.machine.transitions
+                   if t.trigger == trigger for p in t.param_choices())
 
     def held_back(self, c: Config, trigger: str, params: Params) -> bool:
         """True when only a model bound keeps ``trigger`` from concerning this instance."""
@@ -460,6 +494,10 @@ def _validate(s: System) -> None:
     for t in s.sync:
         if t not in triggers:
             raise DeclarationError(f"{s.name}: sync trigger {t!r} is not a trigger of {m.name}")
+    for t in s.per_instance:
+        if t not in s.sync:
+            raise DeclarationError(f"{s.name}: per-instance trigger {t!r} is not a sync trigger; "
+                                   "list it in sync too")
     params = {p.name for t in m.transitions for p in t.params}
     for b in s.bind:
         if b.param not in params:
@@ -469,10 +507,11 @@ def _validate(s: System) -> None:
         if r.trigger not in triggers:
             raise DeclarationError(f"{s.name}: refinement of unknown trigger {r.trigger!r}")
         check_rules(r.rules, f"{s.name}: refinement of {r.trigger!r}")
+        # A per-instance trigger's parameters are each instance's own: not the step's to read.
+        readable = set() if r.trigger in s.per_instance else {
+            p.name for t in m.transitions if t.trigger == r.trigger for p in t.params}
         for g in r.guards:
-            _reads_own(s, f"refinement guard {g.name!r}", g.reads,
-                       set(own) | {p.name for t in m.transitions if t.trigger == r.trigger
-                                   for p in t.params})
+            _reads_own(s, f"refinement guard {g.name!r}", g.reads, set(own) | readable)
     for t2 in s.transitions:
         check_rules(t2.rules, f"{s.name}: transition {t2.trigger!r}")
         if t2.trigger in triggers:

@@ -65,9 +65,10 @@ Ledger system (the N tool calls of one assistant message; rules L1–L5):
 * ``unpaired`` counts the calls of the message with no paired result; the
   synchronised ``continue`` (the original input goes on) needs it at zero, so
   no unpaired call survives a completed recovery (L4).
-* Each call registers on its own step here; the implementation registers
-  every call of the message in the one transaction that checkpoints the
-  message (L1), which is one of the interleavings the system explores.
+* ``register`` is synchronised: the one transaction that checkpoints the
+  assistant message registers every call of it (L1), so no call is ever
+  registered without the others. Each call is a write or a read of its own:
+  the step carries one ``kind`` per call (``per_instance``).
 """
 
 from __future__ import annotations
@@ -185,7 +186,8 @@ def build_ledger_system(calls: int = 3) -> System:
         shared=("run", "permission"),
         variables=(Variable("unpaired", left, calls,
                             "calls of the latest assistant message with no paired result (L4)"),),
-        sync=("crash", "continue"),
+        sync=("register", "crash", "continue"),
+        per_instance=("register",),  # each call of the message is a write or a read of its own
         refinements=(
             Refinement("pair", ("L4",), effect=one_less),
             Refinement("recover_pair", ("L4",), effect=one_less),

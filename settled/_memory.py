@@ -18,8 +18,8 @@ approval system, 3 calls                     1,599,429     1,015 MB          600
 query system, 2 queries, 1 worker              707,588       408 MB          530
 query system, 2 queries, 2 workers          ~2,700,000     ~1.0 GB          370
 ledger                                             138        49 MB            -
-ledger system, 2 calls                           1,709        50 MB            -
-ledger system, 3 calls                          17,200        58 MB          500
+ledger system, 2 calls                           1,505        50 MB            -
+ledger system, 3 calls                          13,958        58 MB          500
 =========================================  ===========  ============  ===========
 
 A configuration not in the table is extrapolated from its neighbours: a query system
@@ -45,7 +45,7 @@ MEASURED: dict[tuple[str, int, int | None], int] = {
     ("query", 1, 1): 4_758, ("query", 1, 2): 18_054, ("query", 1, 3): 47_634,
     ("query", 1, 4): 103_158, ("query", 2, 1): 707_588, ("query", 2, 2): 2_728_316,
     ("approval", 1, None): 271, ("approval", 2, None): 27_165, ("approval", 3, None): 1_599_429,
-    ("ledger", 1, None): 138, ("ledger", 2, None): 1_709, ("ledger", 3, None): 17_200,
+    ("ledger", 1, None): 138, ("ledger", 2, None): 1_505, ("ledger", 3, None): 13_958,
 }
 DEFAULT_WORKERS = 2
 

@@ -141,7 +141,8 @@ def system_section(s: System) -> list[str]:
     shared = [f"`{n}`" for n in s.shared]
     out.append("Shared machine variables (one value for every instance): "
                + (", ".join(shared) if shared else "none") + ".")
-    sync = [f"`{t}`" for t in s.sync]
+    sync = [f"`{t}`" + (" (each instance with parameters of its own)" if t in s.per_instance
+                        else "") for t in s.sync]
     out.append("")
     out.append("Synchronised triggers (one step on every instance where enabled): "
                + (", ".join(sync) if sync else "none") + ".")

@@ -267,7 +267,8 @@ def check_lockstep(name: str, profile_name: str, seed: int,
 # The system campaign's profile for each verify profile: the tour plus a short random campaign
 # (the 2-query system is explored exhaustively already; the lockstep adds the implementation).
 SYSTEM_PROFILE = {"dev": "dev", "ci": "dev", "thorough": "ci"}
-SYSTEM_SUITE_OF = {"query": "query_system", "approval": "approval_system"}
+SYSTEM_SUITE_OF = {"query": "query_system", "approval": "approval_system",
+                   "ledger": "ledger_system"}
 
 
 def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[str, Any]:

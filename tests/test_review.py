@@ -449,7 +449,8 @@ def test_the_player_plays_a_system_counterexample(site: Path, inputs: dict[str, 
     page.tab.click("#cx-divergence")
     assert "nobody_moves" in page.tab.locator("#cx-diverges").inner_text()
     assert page.tab.locator("ol.steps li.diverging").get_attribute("data-mark") == "breaks"
-    assert page.tab.locator('g.node.cx-current[data-node="instances"]').count() == 1
+    # The first move of any call is the message's registration, one step of every call.
+    assert page.tab.locator('g.node.cx-current[data-node="sync_register"]').count() == 1
     header = page.tab.locator("#cx-table tr").first.inner_text().split()
     assert header == ["variable", "q0", "q1", "q2"]
     assert page.tab.locator("#cx-table td.changed").count() >= 1

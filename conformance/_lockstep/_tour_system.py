@@ -1,6 +1,7 @@
 """The tour of a declared system: breadth-first over a bounded part of its space, so each
 machine transition, synchronised step, system step and system-decided refusal is fired by a
-shortest run, under each value of the system's own variables."""
+shortest run, under each value of the system's own variables, and each edge and guard
+alternative of the machine by some instance."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from settled.model._system import System, SystemConfig
 
 from .._shrink import longest_paths
 from ._action import Action, transition_label
+from ._coverage import edge_of
 from ._interactions import reachable_once
 from ._runner import system_probes
 from ._tour import path_to
@@ -95,6 +97,14 @@ def _tour_search(system: System, plans: Plans, forbidden: frozenset[str],
                     labels.append(f"{a.who} {a.trigger}")
                 for label in labels:  # under each value of the system's own variables
                     goals.setdefault(("fires", label, c.shared), [*path, a])
+                for i, m in step.moves:  # each edge and guard alternative, by some instance
+                    before = c.instances[i]
+                    goals.setdefault(("edge", edge_of(before, m.after, m.transition)), [*path, a])
+                    v = system.machine.view(before)
+                    for g in m.transition.guards:
+                        if g.cases and (case := g.case(v, m.params)) is not None:
+                            goals.setdefault(("case", transition_label(m.transition), g.name,
+                                              case), [*path, a])
                 for i in range(system.instances):
                     for probe in system_probes(plans, step.after, i):
                         key = ("probe", probe.trigger, tuple(sorted(probe.params.items())),
