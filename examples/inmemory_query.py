@@ -397,7 +397,8 @@ class Worker:
         if status is None:
             self.service._step(q, "lookup_not_found", self._params(), "not_found")
         elif status == "running":
-            self.service._step(q, "lookup_running", self._params(), "running")
+            if q.state != "running":  # "still running" of a running query is no news
+                self.service._step(q, "lookup_running", self._params(), "running")
         else:
             result = self.service.platform.result(query_id) if status == "succeeded" else None
             self.service.settle(q, f"lookup_{status}", self._params(), status, result)
@@ -412,6 +413,42 @@ class Worker:
             self.service.settle(q, "resubmit", self._params(), "submission_retry_exhausted")
         else:
             self._commit_submitting(q, "resubmit")
+
+    def run_once(self, query_id: str) -> str:
+        """The worker's own pass over one query, as its loop runs in production: claim it
+        unless this worker holds its current lease, then take the steps its state calls for
+        until it settles or waits on the platform."""
+        q = self.service._query(query_id)
+        if q.state not in LIVE:
+            return q.state
+        if q.lease_epoch == 0 or self.held.get(query_id) != q.lease_epoch:
+            self.claim(query_id)
+        for _ in range(2 * MAX_SUBMISSIONS + 2):  # at most a submit and a lookup per try
+            before = (q.state, q.events)
+            if q.state not in LIVE:
+                break
+            self._next_step(q)
+            if (q.state, q.events) == before or q.state in ("running", "submission_unknown"):
+                break  # waiting on the platform, or nothing learnt this time
+        return q.state
+
+    def _next_step(self, q: Query) -> None:
+        if q.state == "queued":
+            self.begin_submit(q.query_id)
+        elif q.state == "submitting":
+            if q.submit_epoch == q.lease_epoch:
+                self.call_submit(q.query_id)
+            else:
+                self.lookup(q.query_id)
+        elif q.cancel_state == "requested":
+            events = q.events
+            self.settle_cancel(q.query_id)
+            if q.events == events and q.state in ("submission_unknown", "running"):
+                self.lookup(q.query_id)  # too late to cancel: the platform's outcome stands
+        elif q.state == "not_found":
+            self.resubmit(q.query_id)
+        else:
+            self.lookup(q.query_id)
 
     def settle_cancel(self, query_id: str) -> str:
         """Act on a cancel request, on the platform's evidence only (Q21)."""

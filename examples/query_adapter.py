@@ -158,6 +158,23 @@ class InMemoryQueryAdapter(Adapter):
             if pending is not None:
                 s.attribute(pending.message_id)
 
+    # -- the implementation's own turn (the quiescence phase) ---------------------------
+    # The triggers the worker's own loop chooses: once faults stop, the kit hands these to
+    # own_turn() instead of choosing among them itself.
+    acting = frozenset({"claim", "begin_submit", *SUBMITS, *LOOKUPS, "resubmit",
+                        "confirm_cancel", "cancel_confirmed", "cancel_response_lost",
+                        "cancel_undelivered"})
+
+    def own_turn(self, instance: int) -> None:
+        """The worker's own pass over this instance's query, with no fault armed: the one
+        holding its lease, else the first. The kit checks the steps it logged."""
+        q = self.items[instance].query
+        mine = [w for w in self.workers if q.lease_epoch and w.held.get(q.query_id) == q.lease_epoch]
+        try:
+            (mine or self.workers)[0].run_once(q.query_id)
+        except CallerError:
+            return  # not claimable now (settled or cancelled meanwhile): look again next turn
+
     # -- what the implementation holds, in the model's words ----------------------------
     def observe(self, instance: int) -> Mapping[str, Any]:
         item = self.items[instance]

@@ -131,10 +131,24 @@ def test_settled_lockstep_reports_the_phase_in_text_and_json(tmp_path) -> None: 
             "--profile", "dev", "--seed", "1", "--out", str(tmp_path)]
     doc = json.loads(subprocess.run([*base, "--json"], capture_output=True, text=True,
                                     check=False).stdout)
-    assert doc["quiescence"]["checked"] is False
-    assert "own_turn" in doc["quiescence"]["not_checked"] and doc["model_finding"] is None
+    # The example's worker takes its own turns: the phase checked it, by its own scheduler.
+    assert doc["quiescence"]["checked"] is True and doc["model_finding"] is None
+    assert doc["quiescence"]["implementation_turns"] > 0, doc["quiescence"]
     text = subprocess.run(base, capture_output=True, text=True, check=False).stdout
-    assert "quiescence NOT CHECKED" in text and "own_turn" in text
+    assert "settled with every progress property met" in text and "NOT CHECKED" not in text
+
+
+def test_an_adapter_without_its_own_turn_is_reported_not_checked() -> None:
+    from examples.query_adapter import InMemoryQueryAdapter
+    from settled.conformance import lockstep
+
+    class NoOwnTurn(InMemoryQueryAdapter):
+        own_turn = None  # type: ignore[assignment]
+
+    report = lockstep(NoOwnTurn, "query", profile="dev", seed=1)
+    assert report.to_json()["quiescence"]["checked"] is False
+    assert "own_turn" in report.to_json()["quiescence"]["not_checked"]
+    assert "quiescence NOT CHECKED" in report.text() and "own_turn" in report.text()
 
 
 def test_the_api_report_carries_a_checked_phase() -> None:

@@ -219,7 +219,7 @@ class Runner(Observing):
         self._take(action)
         self.history.append(self.config)
         self.observed = (-1, {})  # the last check's observations are stale now
-        self.check()
+        self.check(acted=action.target)
 
     def advance_settling(self, action: Action, check: bool = True) -> None:
         """A step the implementation's own scheduler took: the model follows it (counted;
@@ -234,7 +234,7 @@ class Runner(Observing):
         self.history.append(self.config)
         self.observed = (-1, {})  # the last check's observations are stale now
         if check:
-            self.check()
+            self.check(acted=action.target)
 
     def _perform(self, action: Action, step: SystemStep) -> None:
         single = step.moves[0] if len(step.moves) == 1 else None
@@ -347,7 +347,9 @@ class Runner(Observing):
             raise Divergence(f"{exc} after step {len(self.steps)}"
                              f"{self._explain(i, exc.observed)}") from None
 
-    def check(self) -> None:
+    def check(self, acted: int | None = None) -> None:
+        """Every instance against the model. ``acted``: the instance the last step acted on
+        (default: the last recorded step's; a quiescence step is not recorded there)."""
         self._check_invariants()
         plans, unobservable = self.plans, self.contract.unobservable
         # An instance a refusal just observed (unchanged) need not be observed again.
@@ -356,7 +358,8 @@ class Runner(Observing):
         version = self.version()
         # The instance the last step acted on is observed afresh; the others may be reused
         # while the adapter's version stands (see Adapter.version).
-        acted = self.steps[-1].instance if self.steps else None
+        if acted is None and self.steps:
+            acted = self.steps[-1].instance
         for i, c in enumerate(self.configs):
             observed, reused = known.get(i), False
             if observed is None:
