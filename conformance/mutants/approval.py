@@ -218,9 +218,9 @@ class A5RetryAfterAbsent(ApprovalRuntime):
         if call.rerun_used:
             return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                                 error="absent after the one re-run; a person must decide")
-        call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)
-        # bug: retries on; shipped: return self._attempts(call, retries_allowed=False)
-        return self._attempts(call, retries_allowed=True)
+        call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True,
+                            retries_allowed=True)  # bug: retries on; shipped: retries_allowed=False)
+        return self._attempts(call, retries_allowed=call.retries_allowed)
 
 
 # -- W8: retention that forgets the in-flight tokens --------------------------------------------
@@ -398,10 +398,10 @@ class A6NeverEntersHandlerTwice(ApprovalRuntime):
         if call.rerun_used:
             return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                                 error="absent after the one re-run; a person must decide")
-        # bug: handed to a person; shipped: call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)  # noqa: E501
+        # bug: handed to a person; shipped: call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True, retries_allowed=False)  # noqa: E501
         return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                             error="the handler was entered before; not entering it again")
-        # bug deleted; shipped: return self._attempts(call, retries_allowed=False)
+        # bug deleted; shipped: return self._attempts(call, retries_allowed=call.retries_allowed)
 
 
 # -- R5: recovery re-runs a possibly committed call without a lookup ----------------------------
