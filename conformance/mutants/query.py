@@ -877,9 +877,10 @@ class PollsAfterNotFound(Worker):
     own choice of step, once faults stop, shows a query that never settles."""
 
     def _next_step(self, query_id: str) -> S:
-        row = query_row(self._conn, query_id)
+        row = query_row(self._conn, query_id)  # bug
+        # bug: "still not found": wait and ask again next pass instead of resubmitting
         if S(row["execution_state"]) is S.NOT_FOUND and row["cancel_state"] != "requested":
-            self._lookup(query_id)  # "still not found": wait and ask again next pass
+            self._lookup(query_id)
             return S.NOT_FOUND
         return super()._next_step(query_id)
 
