@@ -218,9 +218,9 @@ class A5RetryAfterAbsent(ApprovalRuntime):
         if call.rerun_used:
             return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                                 error="absent after the one re-run; a person must decide")
-        call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)
-        # bug: retries on; shipped: return self._attempts(call, retries_allowed=False)
-        return self._attempts(call, retries_allowed=True)
+        call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True,
+                            retries_allowed=True)  # bug: retries on; shipped: retries_allowed=False)
+        return self._attempts(call, retries_allowed=call.retries_allowed)
 
 
 # -- W8: retention that forgets the in-flight tokens --------------------------------------------
@@ -398,10 +398,10 @@ class A6NeverEntersHandlerTwice(ApprovalRuntime):
         if call.rerun_used:
             return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                                 error="absent after the one re-run; a person must decide")
-        # bug: handed to a person; shipped: call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)  # noqa: E501
+        # bug: handed to a person; shipped: call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True, retries_allowed=False)  # noqa: E501
         return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                             error="the handler was entered before; not entering it again")
-        # bug deleted; shipped: return self._attempts(call, retries_allowed=False)
+        # bug deleted; shipped: return self._attempts(call, retries_allowed=call.retries_allowed)
 
 
 # -- R5: recovery re-runs a possibly committed call without a lookup ----------------------------
@@ -476,13 +476,14 @@ class W4NewTokenDeduplicatedByArguments(BusinessStore):
 
     @staticmethod
     def _first_result(conn: sqlite3.Connection, token: str, tool: str,
-                      wanted: str) -> Any:
+                      wanted: str) -> JSON | None:
         first = BusinessStore._first_result(conn, token, tool, wanted)
-        if first is not None:
+        if first is not None:  # bug
             return first
-        row = conn.execute(  # the bug: the request's arguments stand in for its identity
+        row = conn.execute(  # bug: the request's arguments stand in for its identity
             "SELECT result FROM mutation_requests WHERE tool = ? AND args_fingerprint = ? "
             "ORDER BY created_at LIMIT 1", (tool, wanted)).fetchone()
+        # bug: the first request with these arguments answers; shipped: return first
         return None if row is None else json.loads(row["result"])
 
 
@@ -499,9 +500,9 @@ class R3ApprovedCallProposedAgain(ApprovalRuntime):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        approved = [row[0] for row in self.checkpoints.connection.execute(
+        approved = [row[0] for row in self.checkpoints.connection.execute(  # bug
             "SELECT call_id FROM calls WHERE state = ?", (State.APPROVED.value,))]
-        for call_id in approved:
+        for call_id in approved:  # bug: every approved call withdrawn and proposed again
             call = self.get(call_id)
             try:
                 with self.checkpoints.session_lock(call.session_id, "recover"):
@@ -523,12 +524,12 @@ class V1DisplayDecidesRecovery(ApprovalRuntime):
     """
 
     def _lookup_and_act(self, call: Call) -> Call:
-        if not self._compatible(call):
-            return super()._lookup_and_act(call)
-        shown = {e.kind for e in self.events_since(call.run_id) if e.call_id == call.call_id}
-        if State.ANSWERED.value in shown:
-            return super()._lookup_and_act(call)
-        return self._absent(call)  # the bug: no success event displayed, so nothing committed
+        # bug: no success event displayed, so nothing committed: absent without a lookup
+        if self._compatible(call):
+            shown = {e.kind for e in self.events_since(call.run_id) if e.call_id == call.call_id}
+            if State.ANSWERED.value not in shown:
+                return self._absent(call)
+        return super()._lookup_and_act(call)
 
 
 def _adapter(name: str, **attributes: Any) -> type[ApprovalAdapter]:

@@ -56,10 +56,11 @@ class L4RecoveryStopsAtTheFirstUnpairedCall(LedgerRuntime):
     unpaired for ever."""
 
     def recover(self, session_id: str) -> TurnReport:
-        pending = self.unpaired_calls(session_id)
+        pending = self.unpaired_calls(session_id)  # bug
+        # bug: stops at the first unpaired call that was not interrupted
         if pending and pending[0].state != "recovering":
             self.resume(session_id)
-            return TurnReport(session_id, self.run_id)  # stopped at the first unpaired call
+            return TurnReport(session_id, self.run_id)
         return super().recover(session_id)
 
 

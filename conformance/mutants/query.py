@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from settled.impl.platform._platform import CancelAnswer, PlatformStatus, SubmitAnswer
-from settled.impl.query._events import apply_step
+from settled.impl.query._events import append_event, apply_step
 from settled.impl.query._store import (
     CONFIRM_PARAMS,
     Message,
@@ -41,6 +41,7 @@ from settled.impl.query._store import (
 )
 from settled.impl.query._values import (
     _DRAFT_STATES,
+    PHASE_EXECUTING,
     PHASE_OPEN,
     _json,
     _why_not,
@@ -49,7 +50,13 @@ from settled.impl.query._values import (
 )
 from settled.impl.query._worker import Worker
 from settled.impl.shared._db import write
-from settled.impl.shared._errors import MessagePending, NotAllowed, StaleLease, StaleVersion
+from settled.impl.shared._errors import (
+    InvalidInput,
+    MessagePending,
+    NotAllowed,
+    StaleLease,
+    StaleVersion,
+)
 from settled.impl.shared._ids import require_id
 from settled.model.query import LIVE, MAX_SUBMISSIONS, QueryState
 from settled.model.query import QueryState as S
@@ -845,26 +852,42 @@ class SupersededDraftConfirmable(QueryStore):
 
     def confirm(self, query_id: str, draft_version: int, condition_version: int,
                 instruction_quote: str, message_id: str, run_id: str) -> Query:
-        if self.query(query_id).state is not S.SUPERSEDED:
-            return super().confirm(query_id, draft_version, condition_version,
-                                   instruction_quote, message_id, run_id)
+        require_id("query_id", query_id)
+        require_version("draft_version", draft_version)
+        require_version("condition_version", condition_version)
+        if not isinstance(instruction_quote, str):
+            raise InvalidInput(f"instruction_quote must be a str, got {instruction_quote!r:.80}; "
+                               "quote the user's whole message (Q5)")
+        require_id("message_id", message_id)
+        require_id("run_id", run_id)
         now = self._now()
         with write(self._conn) as conn:
             query = query_row(conn, query_id)
             message = message_row(conn, message_id)
             _check_versions(query, draft_version, condition_version)
             _check_message(query, message, instruction_quote)
+            state = QueryState(query["execution_state"])
+            if state in LIVE:  # Q8: a retry changes nothing, and the log says it came
+                append_event(conn, query_id, "confirm", CONFIRM_PARAMS, state, state, now)
+                return Query.from_row(query)
+            # bug: the flags, not the state, say it awaits confirmation; shipped: if state is not QueryState.AWAITING:  # noqa: E501
+            if state not in (QueryState.AWAITING, QueryState.SUPERSEDED):
+                raise NotAllowed(f"cannot confirm query {query_id!r}: it is {state.value}"
+                                 f"{_why_not(state)}")
             self._require_rights(conn, run_id, query["session_id"], query_id)
-            task = self._confirmable(conn, query, message)  # the bug: flags, not the state
+            task = self._confirmable(conn, query, message)
+            # bug: "still a checked draft": confirmed from awaiting_confirmation
             conn.execute("UPDATE queries SET execution_state = ? WHERE query_id = ?",
-                         (S.AWAITING.value, query_id))  # "still a checked draft": confirm it
+                         (QueryState.AWAITING.value, query_id))
             apply_step(conn, query_id, trigger="confirm", params=CONFIRM_PARAMS,
-                       from_state=S.AWAITING, to_state=S.QUEUED, at=now,
+                       from_state=QueryState.AWAITING, to_state=QueryState.QUEUED, at=now,
                        updates={"authorized_version": task["condition_version"],
                                 "confirmation_message_id": message_id,
                                 "budget_message_id": message_id, "confirmed_run_id": run_id})
             conn.execute("UPDATE messages SET applied_to_task = 1 WHERE message_id = ?",
                          (message_id,))
+            conn.execute("UPDATE tasks SET phase = ? WHERE task_id = ?",
+                         (PHASE_EXECUTING, query["task_id"]))
         return self.query(query_id)
 
 
@@ -877,9 +900,10 @@ class PollsAfterNotFound(Worker):
     own choice of step, once faults stop, shows a query that never settles."""
 
     def _next_step(self, query_id: str) -> S:
-        row = query_row(self._conn, query_id)
+        row = query_row(self._conn, query_id)  # bug
+        # bug: "still not found": wait and ask again next pass instead of resubmitting
         if S(row["execution_state"]) is S.NOT_FOUND and row["cancel_state"] != "requested":
-            self._lookup(query_id)  # "still not found": wait and ask again next pass
+            self._lookup(query_id)
             return S.NOT_FOUND
         return super()._next_step(query_id)
 

@@ -117,13 +117,13 @@ class NotificationTakesNewestClock(Worker):
     @staticmethod
     def _queue_in(conn: sqlite3.Connection, query_id: str, now: str) -> str | None:
         made = Worker._queue_in(conn, query_id, now)
-        if made is None:
+        if made is None:  # bug
             return made
-        newest = conn.execute(  # the bug: the session's newest user message, not the budget's
+        newest = conn.execute(  # bug: the session's newest user message, not the budget's
             "SELECT m.request_clock_utc, m.time_zone FROM messages AS m JOIN queries AS q "
             "ON q.session_id = m.session_id WHERE q.query_id = ? AND m.kind = 'user' "
             "ORDER BY m.seq DESC LIMIT 1", (query_id,)).fetchone()
-        conn.execute("UPDATE notifications SET request_clock_utc = ?, time_zone = ? "
+        conn.execute("UPDATE notifications SET request_clock_utc = ?, time_zone = ? "  # bug
                      "WHERE notification_id = ?", (newest[0], newest[1], made))
         return made
 
