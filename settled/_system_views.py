@@ -79,8 +79,11 @@ def system_dot(s: System) -> str:
         rules = synced.rules if synced is not None else ()
         colour = "#c0392b" if crash else "#222222"
         out.append(f'  sync_{trigger} [label="{_esc(trigger)}", shape=plaintext, fontcolor="{colour}"];')
-        own = ", each its own parameters" if trigger in s.per_instance else ""
-        text = _lines("every instance", f"at once{own}{_rules(rules)}", left=False)
+        if trigger in s.per_instance:
+            text = _lines("every instance at once,", "each its own parameters",
+                          _rules(rules).strip(), left=False)
+        else:
+            text = _lines("every instance", f"at once{_rules(rules)}", left=False)
         out.append(f'  sync_{trigger} -> instances [label="{text}", penwidth=2.5, color="{colour}"'
                    f'{", style=dotted" if crash else ""}];')
     for r in s.refinements:

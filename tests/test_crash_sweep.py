@@ -179,7 +179,9 @@ def test_a_boundary_never_crashed_fails_the_sweep_and_verify_naming_it() -> None
     doc = report.to_json()
     assert doc["never_crashed"] and doc["crashed"] < doc["boundaries"]
     machine = MachineReport("ledger", explore={"ok": True}, system={"ok": True},
-                            lockstep={"ok": True}, trace_check={"ok": True}, crash=doc)
+                            lockstep={"ok": True}, trace_check={"ok": True}, crash=doc,
+                            system_lockstep={"checked": True, "ok": True},
+                            concurrent={"checked": True, "ok": True})
     assert not machine.ok
     machine.crash = {**doc, "ok": True, "never_crashed": []}
     assert machine.ok

@@ -110,7 +110,7 @@ def test_verify_fails_naming_an_edge_the_campaign_never_fired(monkeypatch):
     assert lockstep["unfired_transitions"] == []
     assert lockstep["not_checked"] == []
     approval, _trace, _record = _verify.check_lockstep("approval", "dev", 1)
-    assert approval["not_checked"] == ["retries_allowed"]  # declared unobservable: said, not hidden
+    assert approval["not_checked"] == []  # retries_allowed is recorded now: every variable observed
 
 
 def test_the_overlay_counts_guard_alternatives():

@@ -146,7 +146,7 @@ def not_checked_reason(runner: Runner) -> str | None:
     if not runner.system.independent:
         return (f"{runner.system.name} is a system whose instances share state; the "
                 "per-instance bound does not hold there")
-    acting = getattr(runner.adapter, "acting", frozenset())
+    acting: frozenset[str] = getattr(runner.adapter, "acting", frozenset())
     own = getattr(runner.adapter, "own_turn", None)
     if acting and not callable(own):
         return (f"{type(runner.adapter).__name__} names triggers its own scheduler takes "
