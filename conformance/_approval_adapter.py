@@ -238,7 +238,9 @@ class _Item:
     resubmits: int = 0
     replay_first: Any = None  # the setup adjustment's first result (W2)
     replay_answers: list[Any] = field(default_factory=list)  # what replaying its token returned
-    renewals: list[Any] = field(default_factory=list)  # its arguments under new tokens (W4)
+    # Its arguments under new tokens (W4): each token, taken before the call, and its answer.
+    renewal_tokens: list[str] = field(default_factory=list)
+    renewals: dict[str, Any] = field(default_factory=dict)
 
     @property
     def replay_token(self) -> str:
@@ -515,8 +517,9 @@ class ApprovalAdapter(Adapter):
 
     def token_renewed(self, item: _Item) -> None:
         """The setup adjustment's arguments, sent again under a new token: a new call (W4)."""
-        token = f"setup-stock-{item.n}-renewed-{len(item.renewals) + 1}"
-        item.renewals.append(self.world.adjust_stock(token, item.replay_args()))
+        token = f"setup-stock-{item.n}-renewed-{len(item.renewal_tokens) + 1}"
+        item.renewal_tokens.append(token)  # before the call: a crash inside it still counts
+        item.renewals[token] = self.world.adjust_stock(token, item.replay_args())
 
     def retention_purge(self, item: _Item) -> None:
         """Every idempotency record's lifetime has run out; the runtime keeps what it needs."""
@@ -558,14 +561,29 @@ class ApprovalAdapter(Adapter):
                 "draft_order": self._draft(item), "replay": self._replay(item),
                 "renewal": self._renewal(item), "token_record": self._token_record(row, commits)}
 
-    @staticmethod
-    def _renewed(item: _Item) -> int:
+    def _renewal_answers(self, item: _Item) -> list[Any]:
+        """Each renewal's answer: the one it got, else (a crash took it) what the store
+        recorded under its token; a renewal the store has no record of never reached it."""
+        out = []
+        for token in item.renewal_tokens:
+            if token in item.renewals:
+                out.append(item.renewals[token])
+                continue
+            row = self.world.connection.execute(
+                "SELECT result FROM mutation_requests WHERE client_token = ?", (token,)).fetchone()
+            if row is not None:
+                out.append(json.loads(row[0]))
+        return out
+
+    def _renewed(self, item: _Item) -> int:
         """The renewals that were applied as new calls (their answer is not the first one)."""
-        return sum(1 for answer in item.renewals if answer != item.replay_first)
+        return sum(1 for answer in self._renewal_answers(item) if answer != item.replay_first)
 
     def _renewal(self, item: _Item) -> str:
         """New call: every renewal was applied, not answered with the first call's result."""
-        return "new_call" if self._renewed(item) == len(item.renewals) else "deduplicated"
+        answers = self._renewal_answers(item)
+        new = sum(1 for answer in answers if answer != item.replay_first)
+        return "new_call" if new == len(answers) else "deduplicated"
 
     def _replay(self, item: _Item) -> str:
         """First: every replay answered with the first result, and the stock moved once (and

@@ -155,9 +155,11 @@ def crash_writes(protocol: Protocol) -> frozenset[str]:
 def allowed(protocol: Protocol, op: Operation) -> list[tuple[str, Config, frozenset[str]]]:
     """(how, configuration, variables left free) the model allows after a crash inside ``op``.
 
-    Before it; after it; or, from before, a step of the same actor that leaves no event (the
-    call's answer lost after the far side acted: a cancel applied whose answer never came);
-    then, from any of these, one declared crash transition. Where the model declares no crash
+    Before it; after it; or, from before, a step of the same actor that leaves no event, or
+    that the implementation logs under another name (the call's answer lost after the far
+    side acted: a cancel applied whose answer never came, ``cancel_response_lost``), taken
+    with the operation's own parameters; then, from any of these, one declared crash
+    transition. Where the model declares no crash
     from one of them (a terminal state, or a bound of the model's, such as its last lease
     epoch), a restart may change only what the model's crash transitions write elsewhere (a
     worker's leases, a new run), nothing else."""
@@ -170,8 +172,10 @@ def allowed(protocol: Protocol, op: Operation) -> list[tuple[str, Config, frozen
     out = [("before", op.before, free), *(("after", s.after, free) for s in steps)]
     out += [(f"{s.transition.trigger} from before", s.after, free)
             for s in protocol.enabled(op.before)
-            if s.transition.observed_as is None and s.transition.actor in actors
-            and s.transition.trigger not in crashes]
+            if s.transition.actor in actors and s.transition.trigger not in crashes
+            and (s.transition.observed_as is None
+                 or (s.transition.observed_as not in ("", None, trigger)
+                     and all(dict(s.params).get(k) == v for k, v in dict(params).items())))]
     for how, c, _ in list(out):
         crashed = [(f"{s.transition.trigger} from {how}", s.after, free)
                    for s in protocol.enabled(c) if s.transition.trigger in crashes]
