@@ -251,7 +251,7 @@ def test_each_race_mutant_is_killed_on_seeds_1_to_10_on_sqlite(mutant: Mutant) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("implementation", ["query", "business"])
+@pytest.mark.parametrize("implementation", ["query", "business", "ledger"])
 def test_the_bundled_implementation_passes_seeds_1_to_10_on_sqlite(implementation: str) -> None:
     failed = [(seed, mode) for seed in range(1, 11) for mode in ("controlled", "free")
               if not run_campaign(implementation, seed, mode=mode, shrink=False).ok]
