@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from ._concurrent import DEFAULT_MODE, CampaignResult, QueryOpsModel, run_query_campaign
 from ._concurrent_business import BusinessOrdersModel, run_business_campaign
+from ._concurrent_ledger import LedgerSessionModel, run_ledger_campaign
 from ._linearize import CheckResult, Model, check, cut, load_history
 from .mutants import Mutant
 from .mutants.races import RACE_MUTANTS
@@ -27,12 +28,16 @@ __all__ = ["CAMPAIGNS", "IMPLEMENTATIONS", "SCHEDULES", "bench", "replay", "run_
 
 SCHEDULES: Final = 3
 CAMPAIGNS: Final[dict[str, Callable[..., CampaignResult]]] = {
-    "query": run_query_campaign, "business": run_business_campaign}
+    "query": run_query_campaign, "business": run_business_campaign,
+    "ledger": run_ledger_campaign}
 IMPLEMENTATIONS: Final = tuple(CAMPAIGNS)
-_MACHINE: Final = {"query_concurrent": "query", "business_concurrent": "business"}
+_MACHINE: Final = {"query_concurrent": "query", "business_concurrent": "business",
+                   "ledger_concurrent": "ledger"}
 
 
-def _model(implementation: str) -> Model:
+def _model(implementation: str, meta: dict[str, Any]) -> Model:
+    if implementation == "ledger":
+        return LedgerSessionModel(int(meta.get("progress", 0)))
     return QueryOpsModel() if implementation == "query" else BusinessOrdersModel()
 
 
@@ -76,7 +81,7 @@ def replay(path: Path, *, store: str | None = None) -> tuple[CheckResult, Campai
         if not found:
             raise ValueError(f"{str(path)!r}: no race mutant named {meta['mutant']!r}")
         options.update(adapter_class=found[0].adapter_class, mutant=found[0].name)
-    saved = check(history, _model(str(implementation)), split=implementation == "query")
+    saved = check(history, _model(str(implementation), meta), split=implementation == "query")
     again = CAMPAIGNS[str(implementation)](int(meta["seed"]), **options)
     return saved, again
 

@@ -308,7 +308,7 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
 
 
 # The implementation each machine's concurrent campaign drives (conformance/_races.py).
-CONCURRENT_OF = {"query": "query", "approval": "business"}
+CONCURRENT_OF = {"query": "query", "approval": "business", "ledger": "ledger"}
 
 
 def check_concurrent(machine: str, seed: int, store: str | None = None) -> dict[str, Any]:
@@ -327,7 +327,9 @@ def check_concurrent(machine: str, seed: int, store: str | None = None) -> dict[
     return {"checked": True, "implementation": implementation, "seed": seed,
             "ok": failed is None, "schedules": SCHEDULES,
             "operations": {mode: r.result.checked for mode, r in runs.items()},
-            "store": "PostgreSQL" if store else "SQLite",
+            "store": ("PostgreSQL" if all(r.history.meta.get("store") == "postgresql"
+                                          for r in runs.values())
+                      else "SQLite" + (" (this machine has no PostgreSQL store)" if store else "")),
             "seconds": round(time.perf_counter() - start, 2),
             "failure": None if failed is None else failed.report()}
 

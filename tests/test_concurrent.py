@@ -251,7 +251,7 @@ def test_each_race_mutant_is_killed_on_seeds_1_to_10_on_sqlite(mutant: Mutant) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("implementation", ["query", "business"])
+@pytest.mark.parametrize("implementation", ["query", "business", "ledger"])
 def test_the_bundled_implementation_passes_seeds_1_to_10_on_sqlite(implementation: str) -> None:
     failed = [(seed, mode) for seed in range(1, 11) for mode in ("controlled", "free")
               if not run_campaign(implementation, seed, mode=mode, shrink=False).ok]
@@ -286,7 +286,7 @@ def test_verify_runs_the_concurrent_campaign_and_says_what_it_did_not_check() ->
     passed = _verify.check_concurrent("approval", 3)
     assert passed["checked"] and passed["ok"] and passed["operations"]["controlled"] > 0
     assert "ops" in _cmd_verify._concurrent_cell(passed)
-    missing = _verify.check_concurrent("ledger", 3)
+    missing = _verify.check_concurrent("no-such-machine", 3)
     assert not missing["checked"] and "no concurrent campaign" in missing["why"]
     assert "NOT CHECKED" in _cmd_verify._concurrent_cell(missing)
     report = _verify.MachineReport("approval", explore={"ok": True}, system={"ok": True},

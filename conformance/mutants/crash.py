@@ -142,6 +142,7 @@ class L4PairedBeforeItsResult(LedgerRuntime):
     def _pair(self, entry: Entry, event: str, source: str, result: Mapping[str, Any]) -> None:
         now = self._clock()
         with write(self._conn) as conn:
+            self._owned(conn, entry.session_id, "pair a call")  # the fence, under the lock (L2)
             moved = conn.execute("UPDATE ledger SET state = 'paired' WHERE call_id = ? AND "
                                  "state = ?", (entry.call_id, entry.state)).rowcount
             if not moved:

@@ -3,13 +3,16 @@
 # mypy: disallow-subclassing-any=False
 """Race mutants: check-then-act bugs that only two clients at once can show.
 
-Each is a small subclass of the real query :class:`~settled.impl.query._worker.Worker`
-or :class:`~settled.impl.approval._business.BusinessStore`, correct when one
-client runs alone, so the lockstep kit (one step at a time, one thread) cannot
-kill it. The concurrent campaigns must: :mod:`settled.conformance._concurrent`
-runs three workers on the same queries (``machine="query_concurrent"``),
+Each is a small subclass of the real query :class:`~settled.impl.query._worker.Worker`,
+:class:`~settled.impl.approval._business.BusinessStore` or
+:class:`~settled.impl.ledger._ledger.LedgerRuntime`, correct when one client
+runs alone, so the lockstep kit (one step at a time, one thread) cannot kill
+it. The concurrent campaigns must: :mod:`settled.conformance._concurrent` runs
+three workers on the same queries (``machine="query_concurrent"``),
 :mod:`settled.conformance._concurrent_business` three clients ordering from
-one stock (``machine="business_concurrent"``); each history is checked for
+one stock (``machine="business_concurrent"``),
+:mod:`settled.conformance._concurrent_ledger` four runtimes on one session
+(``machine="ledger_concurrent"``); each history is checked for
 linearizability.
 
 They are a catalogue of their own (``RACE_MUTANTS``), not part of
@@ -34,6 +37,7 @@ from settled.impl.approval._business import (
     _unique_violation,
     canonical_json,
 )
+from settled.impl.ledger._ledger import Entry, LedgerRuntime
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import iso, query_row
 from settled.impl.query._worker import Worker
@@ -44,11 +48,12 @@ from settled.impl.shared._pg import WriteConflict
 from settled.model.query import QueryState as S
 
 from .._approval_adapter import ApprovalAdapter
+from .._ledger_adapter import LedgerAdapter
 from .._query_adapter import QueryAdapter
 from . import Mutant
 
 __all__ = ["RACE_MUTANTS", "ClaimEpochReadBeforeLock", "ClaimSplitAcrossTransactions",
-           "StockReadBeforeLock", "TokenCheckedBeforeLock"]
+           "RunCheckedBeforeTheLock", "StockReadBeforeLock", "TokenCheckedBeforeLock"]
 
 
 
@@ -227,6 +232,37 @@ class StockReadBeforeLock(BusinessStore):
         return stored, False
 
 
+# --------------------------------------------------------------------------- ledger runtime
+class RunCheckedBeforeTheLock(LedgerRuntime):
+    """L2 broken under concurrency: recovery checks the session's run before its write.
+
+    How it gets written: ``recover_call`` has just checked that the session runs
+    under this run (``_owned``, on the plain connection), "so the transaction only
+    needs to move the row". Between that check and the write another runtime takes
+    the session over and marks the call ``recovering`` again; the stale run's write
+    then moves it back to ``registered``, after the takeover: the new run finds a
+    call it never recovered ready to run, and a run that was taken over still
+    recovered a call.
+    """
+
+    def _continue_call(self, entry: Entry) -> None:
+        with write(self._conn) as conn:
+            # bug deleted; shipped: self._owned(conn, entry.session_id, "recover a call")
+            moved = conn.execute("UPDATE ledger SET state = 'registered' WHERE call_id = ? AND "
+                                 "state = 'recovering'", (entry.call_id,)).rowcount
+            if not moved:
+                raise NotAllowed(f"call {entry.call_id!r} moved while it was being recovered; "
+                                 "nothing was changed, read it again")
+            self._log(conn, entry.call_id, "resume", "recovering", "registered")
+
+
+def _ledger(name: str, runtime: type[LedgerRuntime]) -> Mutant:
+    adapter = type(f"{runtime.__name__}Adapter", (LedgerAdapter,), {"runtime_class": runtime})
+    doc = (runtime.__doc__ or "").strip()
+    return Mutant(name=name, rule=name.split("-", 1)[0], machine="ledger_concurrent",
+                  description=doc.split("\n", 1)[0], adapter_class=adapter)
+
+
 def _business(name: str, store: type[BusinessStore]) -> Mutant:
     adapter = type(f"{store.__name__}Adapter", (ApprovalAdapter,), {"business_class": store})
     doc = (store.__doc__ or "").strip()
@@ -246,4 +282,5 @@ RACE_MUTANTS: list[Mutant] = [
     _race("Q11-claim-check-and-act-in-two-transactions", ClaimSplitAcrossTransactions),
     _business("W2-token-looked-up-before-the-lock", TokenCheckedBeforeLock),
     _business("W6-stock-read-before-the-lock", StockReadBeforeLock),
+    _ledger("L2-run-checked-before-the-lock", RunCheckedBeforeTheLock),
 ]

@@ -539,6 +539,7 @@ class LedgerRuntime:
     def _pair(self, entry: Entry, event: str, source: str, result: Mapping[str, Any]) -> None:
         now = self._clock()
         with write(self._conn) as conn:
+            self._owned(conn, entry.session_id, "pair a call")  # the fence, under the lock (L2)
             moved = conn.execute("UPDATE ledger SET state = 'paired' WHERE call_id = ? AND "
                                  "state = ?", (entry.call_id, entry.state)).rowcount
             if not moved:
@@ -626,8 +627,12 @@ class LedgerRuntime:
     def _continue_call(self, entry: Entry) -> None:
         """No receipt: the call continues under its original operation_id (L2, L4)."""
         with write(self._conn) as conn:
-            conn.execute("UPDATE ledger SET state = 'registered' WHERE call_id = ? AND "
-                         "state = 'recovering'", (entry.call_id,))
+            self._owned(conn, entry.session_id, "recover a call")  # the fence, under the lock
+            moved = conn.execute("UPDATE ledger SET state = 'registered' WHERE call_id = ? AND "
+                                 "state = 'recovering'", (entry.call_id,)).rowcount
+            if not moved:
+                raise NotAllowed(f"call {entry.call_id!r} moved while it was being recovered; "
+                                 "nothing was changed, read it again")
             self._log(conn, entry.call_id, "resume", "recovering", "registered")
 
     def _unknown(self, entry: Entry) -> dict[str, Any]:
