@@ -177,7 +177,7 @@ class _Render:
             if self._is_tuple(left, ctx) or self._is_tuple(right, ctx):
                 if op not in ("==", "!="):
                     raise ExportError(f"`{e.text()}`: tuples are only compared with == or !=")
-                n = self._tuple_width(left, ctx) or self._tuple_width(right, ctx)
+                n = self._tuple_width(left, ctx) or self._tuple_width(right, ctx) or 0
                 parts = [self.expr(x.Compare("==", x.Index(left, x.Const(k)),
                                              x.Index(right, x.Const(k))), ctx) for k in range(n)]
                 both = self._and([p for p in parts])
@@ -218,7 +218,7 @@ class _Render:
             return "(" + " || ".join(f"{s} == {self.lit(m)}" for m in members) + ")", UNKNOWN
         if isinstance(e, x.Index):
             t, i = e.args
-            i_s, iv = self.expr(i, ctx)
+            _, iv = self.expr(i, ctx)
             if isinstance(t, x.Const):
                 if iv is not UNKNOWN:
                     return "", t.value[iv]
@@ -316,7 +316,7 @@ class _Render:
             return f"v_{t.name}[{k}]", UNKNOWN
         if isinstance(t, x.Update):
             base, i, v = t.args
-            i_s, iv = self.expr(i, ctx)
+            _, iv = self.expr(i, ctx)
             if iv is UNKNOWN:
                 raise ExportError(f"`{t.text()}`: an index the renderer cannot fold")
             return self.expr(v, ctx) if iv == k else self._element(base, k, ctx)
@@ -470,6 +470,7 @@ def render_machine(p: Protocol) -> PromelaModel:
                     break
                 earlier.append(f"!{guard[0]}")
     lines.append("  :: d_step { timeout ->  /* no step: a deadlock unless settled */")
+    lines.append('       printf("@T\\n");')
     deadlock = (f"({terminal} || !({all_in_domain}))", UNKNOWN)
     lines += coded("deadlock", "", 0, deadlock, ind)
     lines += ["     }", "  od", "}", ""]
@@ -501,9 +502,10 @@ class SpinResult:
     ``states`` is pan's "states, stored" minus 1 (the process before its first d_step,
     which checks the initial configuration); ``steps`` is pan's "transitions" (stored +
     matched) minus 2 (pan counts the root as a transition, and that first d_step) minus
-    one ``timeout`` self-loop per configuration without steps (``no_step_states``, the
-    stored states at which only the deadlock check ran: pan does not count them apart, so
-    this is our own count of them, and the comparison says so)."""
+    one ``timeout`` self-loop per configuration without steps (``no_step_states``: the
+    search runs with pan's ``-DPRINTF`` and the ``timeout`` option prints ``@T``, executed
+    exactly once per such stored state in a breadth-first search, so pan counts them
+    itself; the labels' ``@L`` prints are left out of that run)."""
 
     model: str
     stored: int
@@ -512,17 +514,24 @@ class SpinResult:
     depth: int
     errors: int
     findings: list[SpinFinding]
-    seconds: float  # pan's own run time
+    seconds: float  # the pan process's wall-clock time (pan's own figure is rounded)
     memory_mb: float
     bitstate: bool
     hash_factor: float | None
     complete: bool
     compile_seconds: float
+    no_step_states: int = 0
     raw: str = field(repr=False, default="")
 
     @property
     def states(self) -> int:
         return self.stored - 1
+
+    @property
+    def steps(self) -> int:
+        """Labelled steps executed: one per (configuration, enabled label), as our
+        explorer's labelled steps."""
+        return self.transitions - 2 - self.no_step_states
 
 
 def tools() -> tuple[str, str]:
@@ -546,10 +555,22 @@ def _num(pattern: str, text: str, cast: Callable[[str], Any] = int) -> Any:
     return cast(m.group(1)) if m else None
 
 
+def _keep_only(k: int) -> Callable[[re.Match[str]], str]:
+    """A substitution keeping only the assertion of check ``k`` (the others skip)."""
+    def keep(m: re.Match[str]) -> str:
+        return m.group(0) if m.group(1) == str(k) else "skip"
+    return keep
+
+
 def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
-             memory_mb: int = 4096, trails: bool = True) -> SpinResult:
+             memory_mb: int = 4096, trails: bool = True,
+             optimize: str = "-O0") -> SpinResult:
     """Explore ``model`` with pan, breadth-first, every error counted (``-c0``), then one
-    shortest trail per failing check, replayed and mapped to our labels."""
+    shortest trail per failing check, replayed and mapped to our labels.
+
+    ``optimize`` is the C compiler's flag for ``pan``: ``-O0`` compiles the query
+    machine's ``pan.c`` in about 9 s here, ``-O2`` in about 50 s, for a search of under a
+    second either way."""
     import subprocess
     import tempfile
     import time
@@ -563,7 +584,7 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
             (work / "model.pml").write_text(text, encoding="utf-8")
             t0 = time.perf_counter()
             for cmd in ([spin, "-a", "model.pml"],
-                        [cc, "-O2", "-w", "-o", "pan", *flags, "pan.c"]):
+                        [cc, optimize, "-w", "-o", "pan", *flags, "pan.c"]):
                 done = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
                 if done.returncode != 0:
                     last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
@@ -577,7 +598,9 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
             flags.append(f"-DNCORE={cores}")
         else:
             flags.append("-DBFS")  # breadth-first: the first error of each check is a shortest
-        compile_s = build(model.text, flags)
+        flags.append("-DPRINTF")  # the deadlock option's "@T", counted below
+        counting = re.sub(r'\n\s*printf\("@L \d+\\n"\);', "", model.text)
+        compile_s = build(counting, flags)
         args = ["./pan", "-c0", "-m10000000"]
         if bitstate:
             args.append("-w28")
@@ -596,8 +619,7 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
             for f in findings:
                 k = model.checks.index(f.check) + 1
                 only = model.text.replace("byte fail;", f"byte fail;\n#define ONLY {k}", 1)
-                only = re.sub(r"assert\(fail != (\d+)\)",
-                              lambda m: m.group(0) if m.group(1) == str(k) else "skip", only)
+                only = re.sub(r"assert\(fail != (\d+)\)", _keep_only(k), only)
                 build(only, ["-DNOREDUCE", "-DSAFETY", "-DBFS", f"-DMEMLIM={memory_mb}"])
                 subprocess.run(["./pan", "-c1", "-m10000000"], cwd=work, capture_output=True,
                                text=True)
@@ -615,11 +637,12 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
         model=model.protocol.name, stored=stored, matched=matched,
         transitions=_num(r"^\s*(\d+) transitions", out), depth=_num(r"depth reached (\d+)", out),
         errors=_num(r"errors: (\d+)", out), findings=findings,
-        seconds=_num(r"elapsed time ([\d.e+]+) seconds", out, float) or seconds,
+        seconds=round(seconds, 4),
         memory_mb=_num(r"^\s*([\d.]+)\s+total actual memory usage", out, float) or 0.0,
         bitstate=bitstate, hash_factor=hash_factor,
         complete="search not completed" not in out and "max search depth too small" not in out,
-        compile_seconds=round(compile_s, 3), raw=out)
+        compile_seconds=round(compile_s, 3), raw=out,
+        no_step_states=len(re.findall(r"^@T$", done.stdout, re.M)))
 
 
 def findings(model: PromelaModel, result: SpinResult) -> list[Any]:
