@@ -83,6 +83,9 @@ class PromelaModel:
     labels: tuple[tuple[Transition, Params], ...]  # option K prints "@L K"
     checks: tuple[Check, ...]  # fail code K (from 1) is checks[K - 1]
     codes: Mapping[Any, int] = field(default_factory=dict)  # a name's (or None's) code
+    # option K's enabling condition (control state, guards, earlier options of its group)
+    conditions: tuple[str, ...] = ()
+    in_domain: str = "1"  # every variable inside its declared domain
 
 
 def _ident(value: Any) -> str:
@@ -432,6 +435,7 @@ def render_machine(p: Protocol) -> PromelaModel:
     lines += [f"    {line.strip()}" for line in after_checks]
     lines += ["  };", "  do"]
     labels: list[tuple[Transition, Params]] = []
+    conditions: list[str] = []
     for state, plan in p._plan.items():
         for params, fitting in plan:
             earlier: list[str] = []
@@ -447,6 +451,7 @@ def render_machine(p: Protocol) -> PromelaModel:
                     conds.append(guard[0])
                 label = len(labels)
                 labels.append((t, params))
+                conditions.append(" && ".join(conds))
                 shown = " ".join([t.trigger, *(f"{k}={v}" for k, v in params.items())])
                 lines.append(f"  :: d_step {{ /* {label}: {shown} */")
                 lines.append(f"     {' && '.join(conds)} && {all_in_domain} ->")
@@ -474,7 +479,8 @@ def render_machine(p: Protocol) -> PromelaModel:
     deadlock = (f"({terminal} || !({all_in_domain}))", UNKNOWN)
     lines += coded("deadlock", "", 0, deadlock, ind)
     lines += ["     }", "  od", "}", ""]
-    return PromelaModel(p, "\n".join(lines), tuple(labels), tuple(checks), dict(r.codes))
+    return PromelaModel(p, "\n".join(lines), tuple(labels), tuple(checks), dict(r.codes),
+                        tuple(conditions), all_in_domain)
 
 
 # --------------------------------------------------------------------------
@@ -723,3 +729,203 @@ def compare(result: Any, spin: SpinResult) -> Agreement:
                       "findings": [list(f) for f in sorted(ours_found)]},
                      {"states": spin.states, "steps": spin.steps,
                       "findings": [list(f) for f in sorted(spin_found)]})
+
+
+# --------------------------------------------------------------------------
+# Progress properties as LTL under the declared fairness
+# --------------------------------------------------------------------------
+_CHECK_LINE = re.compile(r"^\s*(if :: .* -> fail = \d+ :: else -> skip fi;|"
+                         r"assert\(fail != \d+\); fail = 0;)\s*$")
+
+
+def _pred(r_codes: Mapping[Any, int], pred: Any, kinds: Mapping[str, str]) -> str:
+    """A machine's predicate (``model._liveness.Pred``) over ``st`` and the variables."""
+    def lit(value: Any) -> str:
+        kind = _kind(value)
+        if kind == "bool":
+            return "1" if value else "0"
+        if kind == "int":
+            return str(value)
+        if value not in r_codes:
+            raise ExportError(f"the name {value!r} has no code")
+        return _ident(value)
+
+    parts = ["started"]
+    if pred.states:
+        inside = " || ".join(f"st == {_ident(s)}" for s in pred.states)
+        parts.append(f"!({inside})" if pred.outside else f"({inside})")
+    for c in pred.where:
+        if kinds.get(c.variable) == "tuple":
+            raise ExportError(f"`{c.text()}`: a tuple in a progress predicate")
+        parts.append(f"(v_{c.variable} {c.op} {lit(c.value)})")
+    return "(" + " && ".join(parts) + ")"
+
+
+def render_ltl(model: PromelaModel, liveness: Any, prop: Any) -> str:
+    """The model without its safety checks, every step recording which fairness groups it
+    belongs to (``tk_<i>`` for the i-th weak or strong group, ``tf`` for any finite one), a
+    stutter option (a run may stop anywhere, as in our check: fair only where no required
+    group is enabled), and one LTL formula:
+
+        fairness -> [](premise -> <>goal)
+
+    Fairness, per group: weak ``[]<>(!en_i || tk_i)``, strong ``(<>[]!en_i || []<>tk_i)``,
+    finite ``<>[]!tf``; ``never`` groups constrain nothing. ``en_i`` is "some option of
+    the group is enabled", rendered from the options' own conditions. The weak groups are
+    folded into one monitor in the model (``wf`` counts the groups whose obligation has
+    held since the last ``fair``; ``fair`` is set when all have), so the formula carries one
+    ``[]<>fair``: SPIN's translation of several ``[]<>`` conjuncts takes seconds to minutes,
+    that of this formula milliseconds. SPIN's own ``-f`` (weak fairness among processes)
+    means nothing for one process, so fairness is in the model and the formula. Model
+    bounds are unknown to SPIN: a cycle our check reports as ``stuck_at_bound`` is a
+    violation for SPIN."""
+    p = model.protocol
+    required, finite = liveness.required, liveness.finite
+    weak = [i for i, f in enumerate(required) if f.kind == "weak"]
+    r_kinds = {v.name: _kind(v.initial) for v in p.variables}
+    body = [ln for ln in model.text.split("\n") if not _CHECK_LINE.match(ln)]
+    text = "\n".join(body)
+    flags = [f"tk_{i}" for i in range(len(required))] + (["tf"] if finite else [])
+
+    def marks(label: int) -> str:
+        t, params = model.labels[label]
+        on = [int(f.steps.matches(t.actor, t.trigger, params)) for f in required]
+        if finite:
+            on.append(int(any(f.steps.matches(t.actor, t.trigger, params) for f in finite)))
+        return " ".join(f"{n} = {b};" for n, b in zip(flags, on, strict=True))
+
+    text = re.sub(r'printf\("@L (\d+)\\n"\);',
+                  lambda m: m.group(0) + " " + marks(int(m.group(1))), text)
+    # en_<i>: some option of group i is enabled in the configuration; kept as a variable
+    # (a function of the configuration, so it tells no two states apart), recomputed after
+    # every step: SPIN's LTL parser does not take the options' conditional expressions.
+    recompute = []
+    for i, f in enumerate(required):
+        conds = [f"({c})" for c, (t, params) in zip(model.conditions, model.labels, strict=True)
+                 if f.steps.matches(t.actor, t.trigger, params)]
+        en = f"({model.in_domain} && ({' || '.join(conds)}))" if conds else "0"
+        recompute.append(f"if :: {en} -> en_{i} = 1 :: else -> en_{i} = 0 fi;")
+    # the weak monitor, after en and tk are set: obligation wf met, on to the next one
+    monitor = [f"if :: wf == {k} && (!en_{i} || tk_{i}) -> wf = {k + 1} :: else -> skip fi;"
+               for k, i in enumerate(weak)]
+    if weak:
+        monitor.append(f"if :: wf == {len(weak)} -> wf = 0; fair = 1 :: else -> fair = 0 fi;")
+    again = "".join(f"\n       {line}" for line in recompute + monitor)
+    start = text.index("  :: d_step { timeout ->")
+    end = text.index("  od", start)
+    zero = " ".join(f"{n} = 0;" for n in flags)
+    stutter = "".join(f" {line}" for line in monitor)
+    text = (text[:start] + f'  :: d_step {{ printf("@S\\n"); {zero}{stutter} }}  /* a stutter */\n'
+            + text[end:])
+    text = text.replace("\n     }\n", again + "\n     }\n")
+    text = text.replace("  d_step {\n", "  d_step {\n    started = 1;" + again + "\n", 1)
+    decls = ["bool started;", *(f"bool {n};" for n in flags),
+             *(f"bool en_{i};" for i in range(len(required)))]
+    if weak:
+        decls += ["byte wf;", "bool fair;"]
+    decls.append(f"#define premise {_pred(model.codes, prop.premise, r_kinds)}")
+    decls.append(f"#define goal {_pred(model.codes, prop.goal, r_kinds)}")
+    fair = ["([]<>fair)"] if weak else []
+    fair += [f"((<>[]!en_{i}) || ([]<>tk_{i}))" for i, f in enumerate(required)
+             if f.kind == "strong"]
+    fair += ["(<>[]!tf)"] if finite else []
+    formula = " && ".join(fair) or "true"
+    decls.append(f"ltl progress {{ ({formula}) -> [](premise -> <>goal) }}")
+    return text.replace("byte fail;", "byte fail;\n" + "\n".join(decls), 1)
+
+
+@dataclass
+class SpinLiveness:
+    """SPIN's verdict on one progress property: ``holds``, ``violated`` (with the lasso's
+    prefix and cycle as our labels; ``None`` a stutter) or ``not_checked`` (``why`` says
+    what pan did not do: such a property is never reported as holding)."""
+
+    name: str
+    verdict: str
+    prefix: tuple[tuple[Transition, Params] | None, ...] = ()
+    cycle: tuple[tuple[Transition, Params] | None, ...] = ()
+    seconds: float = 0.0
+    states: int = 0
+    why: str = ""
+
+
+LTL_HOLDS, LTL_VIOLATED, LTL_NOT_CHECKED = "holds", "violated", "not_checked"
+
+
+def run_ltl(model: PromelaModel, liveness: Any, prop: Any, *, memory_mb: int = 4096,
+            optimize: str = "-O0", depth: int = 1_000_000) -> SpinLiveness:
+    """pan's acceptance-cycle search (``-a``) of :func:`render_ltl`'s formula.
+
+    ``holds`` only when pan's report says the never claim was in the search, acceptance
+    cycles were searched, the search completed (no depth, memory or other cut) and no
+    error was found; ``violated`` only for an acceptance cycle; anything else is
+    ``not_checked`` with pan's reason. spin or cc failing is :class:`SpinFailed`."""
+    import subprocess
+    import tempfile
+    import time
+    from pathlib import Path
+
+    try:
+        text = render_ltl(model, liveness, prop)
+    except ExportError as e:
+        return SpinLiveness(prop.name, LTL_NOT_CHECKED, why=f"not rendered in Promela: {e}")
+    spin, cc = tools()
+    with tempfile.TemporaryDirectory(prefix="settled-ltl-") as tmp:
+        work = Path(tmp)
+        (work / "model.pml").write_text(text, encoding="utf-8")
+        for cmd in ([spin, "-a", "model.pml"],
+                    [cc, optimize, "-w", "-o", "pan", "-DNOREDUCE", f"-DMEMLIM={memory_mb}",
+                     "pan.c"]):
+            done = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+            if done.returncode != 0:
+                last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
+                raise SpinFailed(f"{Path(cmd[0]).name} failed: {last[0]}")
+        t0 = time.perf_counter()
+        done = subprocess.run(["./pan", "-a", f"-m{depth}"], cwd=work, capture_output=True,
+                              text=True)
+        seconds = time.perf_counter() - t0
+        out = done.stdout + done.stderr
+        states = _num(r"^\s*(\d+) states, stored", out) or 0
+
+        def not_checked(why: str) -> SpinLiveness:
+            return SpinLiveness(prop.name, LTL_NOT_CHECKED, seconds=seconds, states=states,
+                                why=why)
+
+        if "states, stored" not in out:
+            return not_checked("pan stopped without a report: "
+                               + (out.strip().splitlines() or ["no output"])[-1])
+        errors = _num(r"errors: (\d+)", out)
+        if errors is None:
+            return not_checked("pan's report has no error count")
+        if errors:
+            if not re.search(r"^pan:\d+: acceptance cycle", out, re.M):
+                first = re.search(r"^pan:\d+: .*$", out, re.M)
+                return not_checked("pan's error is not an acceptance cycle: "
+                                   + (first.group(0) if first else "?"))
+        else:
+            if not re.search(r"^\s*never claim\s+\+", out, re.M):
+                return not_checked("pan searched without the never claim")
+            if not re.search(r"^\s*acceptance\s+cycles\s+\+", out, re.M):
+                return not_checked("pan did not search for acceptance cycles")
+            cut = [w for w in ("max search depth too small", "search not completed",
+                               "reached -DMEMLIM bound", "out of memory") if w in out]
+            if cut:
+                return not_checked(f"pan's search was cut: {cut[0]}")
+            return SpinLiveness(prop.name, LTL_HOLDS, seconds=seconds, states=states)
+        replay = subprocess.run([spin, "-t", "-B", "model.pml"], cwd=work, capture_output=True,
+                                text=True)
+    prefix: list[tuple[Transition, Params] | None] = []
+    cycle: list[tuple[Transition, Params] | None] = []
+    into = prefix
+    for line in replay.stdout.splitlines():
+        if "START OF CYCLE" in line:
+            into = cycle
+        m = re.match(r"^\s*@L (\d+)$", line)
+        if m:
+            into.append(model.labels[int(m.group(1))])
+        elif line.strip() == "@S":
+            into.append(None)
+    if "START OF CYCLE" not in replay.stdout:
+        return SpinLiveness(prop.name, LTL_VIOLATED, tuple(prefix), (), seconds, states,
+                            why="the trail replayed without its cycle mark")
+    return SpinLiveness(prop.name, LTL_VIOLATED, tuple(prefix), tuple(cycle), seconds, states)
