@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,114 @@ def test_without_spin_the_engine_is_a_one_line_error_naming_the_package() -> Non
     done = cli("explore", "ledger", "--engine", "spin", path=os.path.dirname(sys.executable))
     assert done.returncode == 3
     assert done.stderr.strip().count("\n") == 0 and "apt-get install spin" in done.stderr
+
+
+# --------------------------------------------------------------------------
+# Progress properties: LTL under the declared fairness, SPIN's verdict against ours
+# --------------------------------------------------------------------------
+def _ours_and_spins(p: Protocol, live: Any = None) -> list[tuple[str, str, str]]:
+    """(property, our verdict as SPIN would give it, SPIN's verdict) for every property our
+    check decided; a property either engine did not check fails the test."""
+    from settled.conformance._liveness import AT_BOUND, HOLDS, check_protocol
+    from settled.conformance._promela import run_ltl
+    from settled.model.progress import liveness_of
+
+    live = live or liveness_of(p)
+    ours = {v.prop.name: v.verdict for v in check_protocol(p, live).verdicts}
+    rendered = render_machine(p)
+    out = []
+    for prop in live.progress:
+        spin = run_ltl(rendered, live, prop)
+        assert spin.verdict in ("holds", "violated"), (prop.name, spin.verdict, spin.why)
+        assert ours[prop.name] in ("holds", "violated", AT_BOUND), (prop.name, ours[prop.name])
+        # SPIN knows no model bound: a cycle we report stuck at a bound is a violation there.
+        expected = "holds" if ours[prop.name] == HOLDS else "violated"
+        out.append((prop.name, expected, spin.verdict))
+    return out
+
+
+@pytest.mark.parametrize("name", [
+    "ledger", "approval", pytest.param("query", marks=pytest.mark.slow)])
+def test_spins_progress_verdicts_equal_ours_on_every_machine(name: str) -> None:
+    need_spin()
+    verdicts = _ours_and_spins(MACHINES[name])
+    assert verdicts and all(ours == spin for _, ours, spin in verdicts), verdicts
+
+
+def test_without_fairness_every_ledger_progress_property_fails_for_both_engines() -> None:
+    """The ledger's fairness declared away (every group ``never``): a run may stop anywhere,
+    so every progress property is violated, by our check and by SPIN, with a lasso whose
+    cycle is a stutter. With the fairness, the same properties hold (the test above): the
+    LTL check can fail, and its fairness is not vacuous."""
+    need_spin()
+    from settled.model._liveness import NEVER, Liveness
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(LEDGER)
+    unfair = Liveness(live.target, tuple(dataclasses.replace(f, kind=NEVER)
+                                         for f in live.fairness), live.progress)
+    verdicts = _ours_and_spins(LEDGER, unfair)
+    assert verdicts and all(ours == spin == "violated" for _, ours, spin in verdicts), verdicts
+
+
+def test_a_step_left_out_of_the_fairness_is_a_lasso_for_both_engines() -> None:
+    """The ledger's runtime fairness without its ``continue`` step: a paired call may stay
+    paired forever, so both engines find ``paired_continues`` violated, SPIN with a lasso
+    in our labels whose prefix replays through the table to a paired call."""
+    need_spin()
+    from settled.conformance._liveness import check_protocol
+    from settled.conformance._promela import run_ltl
+    from settled.model._liveness import Liveness
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(LEDGER)
+    fairness = tuple(dataclasses.replace(f, steps=dataclasses.replace(
+        f.steps, triggers=tuple(t for t in f.steps.triggers if t != "continue")))
+        if f.name == "runtime" else f for f in live.fairness)
+    assert fairness != live.fairness
+    weaker = Liveness(live.target, fairness, live.progress)
+    prop = next(x for x in weaker.progress if x.name == "paired_continues")
+    ours = next(v for v in check_protocol(LEDGER, weaker).verdicts if v.prop is prop)
+    spin = run_ltl(render_machine(LEDGER), weaker, prop)
+    assert ours.verdict == "violated" and spin.verdict == "violated", spin.why
+    assert spin.cycle and spin.prefix and spin.prefix[0] is not None
+    steps = [TraceStep(0, t.trigger, tuple(params.items())) for t, params in
+             (s for s in spin.prefix if s is not None)]
+    configs = replay(LEDGER, steps)
+    assert any(prop.premise.holds_in(c[0].state, LEDGER.view(c[0])) for c in configs)
+
+
+def test_a_search_pan_cut_short_is_not_checked() -> None:
+    """A depth bound too small for the search: the property is NOT CHECKED, with pan's
+    reason, never ``holds``."""
+    need_spin()
+    from settled.conformance._promela import run_ltl
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(LEDGER)
+    spin = run_ltl(render_machine(LEDGER), live, live.progress[0], depth=5)
+    assert spin.verdict == "not_checked" and "depth" in spin.why, spin
+
+
+def test_a_liveness_mutant_is_a_lasso_for_both_engines() -> None:
+    """The approval machine with its fair expiry step removed: both engines find
+    ``approval_decided_or_expired`` violated, SPIN with a lasso in our labels."""
+    need_spin()
+    from settled.conformance._liveness import check_protocol
+    from settled.conformance._promela import run_ltl
+    from settled.model import APPROVAL
+    from settled.model.progress import liveness_of
+
+    mutant = dataclasses.replace(APPROVAL, transitions=tuple(
+        t for t in APPROVAL.transitions if t.trigger != "expire"))
+    live = liveness_of(mutant)
+    prop = next(x for x in live.progress if x.name == "approval_decided_or_expired")
+    ours = next(v for v in check_protocol(mutant, live).verdicts if v.prop is prop)
+    spin = run_ltl(render_machine(mutant), live, prop)
+    assert ours.verdict == "violated" and spin.verdict == "violated"
+    assert spin.cycle and spin.prefix[0] is not None and spin.prefix[0][0].trigger == "propose"
+    # The prefix reaches the premise: replayed through the table, it ends pending approval.
+    steps = [TraceStep(0, t.trigger, tuple(params.items())) for t, params in
+             (s for s in spin.prefix if s is not None)]
+    configs = replay(mutant, steps)
+    assert any(c[0].state == "pending_approval" for c in configs)
