@@ -677,6 +677,7 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
     live_s = time.perf_counter() - start
     if not live.ok:
         raise RuntimeError(f"bench: the declared query machine is not live: {live.text()}")
+    spin = _spin_figures(p, table, table_s, say)
     say(f"explore: liveness in {live_s:.1f}s; again through the transitions oracle")
     start = time.perf_counter()
     oracle = explore_via_transitions(p, instances=1, max_states=sizes.transitions_max_states)
@@ -704,7 +705,35 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
             "system_states_per_second": _rate(result.states, system_s),
             "system_seconds": round(system_s, 2), "system_complete": result.complete,
             "system_findings": len(result.findings),
-            "independent_product": result.independent_product}
+            "independent_product": result.independent_product, **spin}
+
+
+def _spin_figures(p: Protocol, table: Any, table_s: float, say: Say) -> dict[str, Any]:
+    """SPIN (``pan``, compiled from the Promela export) on the same machine in the same run:
+    its search seconds against the explorer's, and both counts; a disagreement stops the
+    bench. Without spin the figures are None and ``spin_skipped`` says why, in one line."""
+    from settled.conformance._promela import (
+        SpinFailed,
+        SpinUnavailable,
+        compare,
+        render_machine,
+        run_spin,
+    )
+
+    try:
+        say("explore: the same machine on SPIN (pan, from the Promela export)")
+        spin = run_spin(render_machine(p), trails=False)
+    except (SpinUnavailable, SpinFailed) as e:
+        say(f"explore: SPIN figures SKIPPED: {e}")
+        return {"spin_seconds": None, "spin_ratio": None, "spin_states": None,
+                "spin_compile_seconds": None, "spin_skipped": str(e)}
+    agreement = compare(table, spin)
+    if not agreement.agree:
+        raise RuntimeError(f"bench: SPIN and the explorer disagree: {agreement.disagreements}")
+    return {"spin_seconds": round(spin.seconds, 3), "spin_states": spin.states,
+            "spin_steps": spin.steps, "spin_compile_seconds": spin.compile_seconds,
+            "spin_ratio": round(table_s / spin.seconds, 2) if spin.seconds else 0.0,
+            "spin_skipped": None}
 
 
 # --------------------------------------------------------------------------- everything

@@ -100,6 +100,9 @@ def explore_command(
     itf: Annotated[Path | None, typer.Option(help="Write each counterexample as ITF here.")] = None,
     graph: Annotated[Path | None, typer.Option(help="Write the state graph as JSON here.")] = None,
     max_states: Annotated[int | None, typer.Option(min=1, help="Stop after this many states.")] = None,
+    engine: Annotated[str, typer.Option(
+        help="ours, or spin: SPIN explores the Promela export too, and its states, steps and "
+             "findings are set beside ours (exit 1 when they differ).")] = "ours",
 ) -> None:
     """Explore every reachable state; exit 0 only when nothing is found.
 
@@ -109,6 +112,12 @@ def explore_command(
     and the search is reduced by symmetry; the report gives both the reduced and the
     unreduced state counts."""
     _check_bounds(queries, workers)
+    if engine not in ("ours", "spin"):
+        err.print(f"--engine {engine!r}: choose ours or spin")
+        raise typer.Exit(2)
+    if engine == "spin":
+        _explore_spin(model, queries, workers, as_json, itf, graph, max_states)
+        return
     _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
     memory = _check_memory(model, queries, workers, max_states)
@@ -262,6 +271,76 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
                       if result.ok else f"{len(result.findings)} finding(s)")
         Console(highlight=False, soft_wrap=True, markup=False).print(live.text())
     raise typer.Exit(exit_code(bool(result.findings or live.violated), result.complete))
+
+
+def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
+                  itf: Path | None, graph: Path | None, max_states: int | None) -> None:
+    """Both engines on one machine, side by side; exit 1 on any finding or disagreement,
+    3 when SPIN is missing or fails (one line naming the Debian package)."""
+    from settled.conformance._promela import (
+        ExportError,
+        SpinFailed,
+        SpinUnavailable,
+        compare,
+        findings,
+        render_machine,
+        run_spin,
+        tools,
+    )
+
+    if queries > 1:
+        err.print("--engine spin explores one machine: systems are not exported to Promela yet; "
+                  "drop --queries")
+        raise typer.Exit(2)
+    if graph is not None or max_states is not None:
+        err.print("--engine spin explores the whole space and writes no graph; drop --graph "
+                  "and --max-states")
+        raise typer.Exit(2)
+    _check_usage(model, queries, workers, graph)
+    _check_outputs(itf, graph)
+    try:
+        tools()
+        protocol = machine_for(model, workers)
+        rendered = render_machine(protocol)
+        ours = explore(protocol)
+        spin = run_spin(rendered)
+    except (SpinUnavailable, SpinFailed, ExportError) as e:
+        err.print(f"settled explore --engine spin: {e}")
+        raise typer.Exit(3) from None
+    agreement = compare(ours, spin)
+    found = findings(rendered, spin)
+    if itf is not None:
+        itf.mkdir(exist_ok=True)
+        for f in found:
+            if f.counterexample is not None:
+                write_itf(itf / f"spin-{f.file_name}", f.counterexample.to_itf())
+    code = 1 if (found or not agreement.agree) else (0 if spin.complete else INCOMPLETE)
+    if as_json:
+        emit({"model": model, "engine": "spin", **agreement.to_json(),
+              "spin_seconds": spin.seconds, "spin_compile_seconds": spin.compile_seconds,
+              "our_seconds": ours.seconds, "spin_memory_mb": spin.memory_mb,
+              "spin_complete": spin.complete,
+              "findings": [f.to_json() for f in found]}, code)
+        raise typer.Exit(code)
+    out = Console(highlight=False, soft_wrap=True, markup=False)
+    out.print(f"{model}: {'':8}{'ours':>12}{'SPIN':>12}")
+    for key in ("states", "steps"):
+        out.print(f"  {key:14}{agreement.ours[key]:>12,}{agreement.spin[key]:>12,}")
+    out.print(f"  {'seconds':14}{ours.seconds:>12.3f}{spin.seconds:>12.3f}  (SPIN: pan's run; "
+              f"generating and compiling pan.c took {spin.compile_seconds:.1f}s more)")
+    for f in found:
+        out.print(f"SPIN: {f.kind} {f.name} ({', '.join(f.rules) or '-'}): {f.text}")
+        if f.counterexample is not None:
+            out.print(f.counterexample.steps_text())
+    for line in agreement.disagreements:
+        out.print(f"DISAGREE {line}")
+    if not spin.complete:
+        out.print("INCOMPLETE: pan did not finish the search")
+    out.print("the engines agree: same states, steps and findings" if agreement.agree
+              else "the engines DISAGREE")
+    out.print("not checked by SPIN here: traps, unreached states, unfired transitions and "
+              "progress (our explorer checks them: run without --engine spin)")
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("_cmd_verify", "Static checks, exhaustive exploration, lockstep campaign, "
                               "trace check and drift check."),
     "explore": ("_cmd_explore", "Explore every reachable state of a machine or a system."),
+    "export": ("_cmd_export", "Write a machine as a Promela model for SPIN."),
     "check": ("_cmd_trace", "Replay a recorded trace through the model."),
     "export-trace": ("_cmd_trace", "Write an implementation's event log as settled.trace/1."),
     "lockstep": ("_cmd_lockstep", "Run the lockstep kit on any adapter (MODULE:FACTORY)."),

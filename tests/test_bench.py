@@ -40,7 +40,7 @@ KEYS = {
     "explore": {"single_states", "single_states_per_second", "vs_transitions_ratio",
                 "transitions_states_per_second", "transitions_states", "system_states",
                 "system_states_unreduced", "system_seconds", "liveness_seconds",
-                "liveness_ratio_to_safety"},
+                "liveness_ratio_to_safety", "spin_seconds", "spin_ratio", "spin_states"},
     "approval": {"writes_per_second", "lookups_per_second"},
     "ledger": {"turns_per_second", "calls_per_second", "recoveries_per_second",
                "recovery_seconds_over_turn_seconds"},
@@ -75,6 +75,17 @@ def quick(request: pytest.FixtureRequest) -> dict[str, Any]:
     return report
 
 
+def _no_spin(report: dict[str, Any]) -> set[str]:
+    """The SPIN figures, when spin is missing outside CI (said in the report); else none."""
+    import os
+    import shutil
+
+    if shutil.which("spin") or os.environ.get("CI") == "true":
+        return set()
+    assert "spin" in str(report["explore"]["spin_skipped"])
+    return {"spin_seconds", "spin_ratio", "spin_states"}
+
+
 def assert_complete(report: dict[str, Any], *, from_command: bool = True) -> None:
     """Every section and figure is there; the command's JSON adds its verdict keys."""
     verdict = {"ok", "exit_code"} if from_command else set()
@@ -82,7 +93,7 @@ def assert_complete(report: dict[str, Any], *, from_command: bool = True) -> Non
     for section, keys in KEYS.items():
         missing = keys - set(report[section])
         assert not missing, f"{section} lacks {sorted(missing)}"
-        for key in keys - {"duplicate_executions"}:
+        for key in keys - {"duplicate_executions"} - _no_spin(report):
             value = report[section][key]
             assert isinstance(value, int | float) and not isinstance(value, bool), (section, key)
             assert value > 0, f"{section}.{key} is {value}"
@@ -168,6 +179,10 @@ def test_the_ratios_are_computed_from_the_reported_rates(quick: dict[str, Any]) 
     # Liveness ran on the safety search's own graph, every query property checked.
     assert explore["liveness_seconds"] >= 0 and explore["liveness_ratio_to_safety"] >= 0
     assert explore["liveness_properties"] == 3
+    # SPIN ran on the same machine in the same run, to the same states.
+    if not _no_spin(quick):
+        assert explore["spin_states"] == explore["single_states"]
+        assert explore["spin_ratio"] > 0 and explore["spin_seconds"] > 0
 
 
 def test_without_json_each_section_is_a_table(quick: dict[str, Any],

@@ -68,6 +68,15 @@ CASES = [
     (("explore", "query", "--itf", "no/such", "--max-states", "5"), 2, "does not exist"),
     (("explore", "query", "--graph", "binary.bin/g.json"), 2, "not a folder"),
     (("explore", "--no-such-option"), 2, "No such option"),
+    (("explore", "ledger", "--engine", "nope"), 2, "--engine"),
+    (("explore", "query", "--engine", "spin", "--queries", "2"), 2, "not exported"),
+    # export
+    (("export", "nonsense", "--promela"), 2, "unknown machine"),
+    (("export", "ledger"), 2, "--promela"),
+    (("export", "ledger", "--promela", "-o", "a-folder"), 2, "is a folder"),
+    (("export", "ledger", "--promela", "-o", "no/such/x.pml"), 2, "does not exist"),
+    (("export", "ledger", "--promela", "-o", "binary.bin/x.pml"), 2, "not a folder"),
+    (("export", "--no-such-option"), 2, "No such option"),
     # lockstep
     (("lockstep", "no_such_module:factory"), 2, "cannot import"),
     (("lockstep", ""), 2, "is not MODULE:FACTORY"),
@@ -139,7 +148,7 @@ CASES = [
     (("nonsense",), 2, "No such command"),
     (("-x",), 2, "No such option"),
 ]
-COMMANDS = ["check", "export-trace", "explore", "lockstep", "replay", "mutants", "demo", "bench",
+COMMANDS = ["check", "export", "export-trace", "explore", "lockstep", "replay", "mutants", "demo", "bench",
             "diagrams", "spec", "review", "verify"]
 
 

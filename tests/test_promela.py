@@ -1,0 +1,228 @@
+"""The Promela export and SPIN as a second engine: SPIN's counts equal our explorer's on
+every machine, and a planted violation is found by SPIN with a trail in our own labels.
+
+Systems are NOT exported (the renderer writes one machine): they are not compared here.
+Without SPIN these tests skip in one line, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from settled.conformance._counterexample import TraceStep, replay
+from settled.conformance._explore import explore
+from settled.conformance._promela import compare, findings, render_machine, run_spin
+from settled.model import LEDGER, MACHINES, Invariant, Protocol
+from settled.model._expr import V
+
+
+def need_spin() -> None:
+    if shutil.which("spin") and (shutil.which("cc") or shutil.which("gcc")):
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI=true and spin (Debian package spin) or cc is missing: SPIN must run in CI")
+    pytest.skip("spin not installed (apt-get install spin)")
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_spin_counts_equal_the_explorers_on_every_machine(name: str) -> None:
+    need_spin()
+    p = MACHINES[name]
+    ours, spin = explore(p), run_spin(render_machine(p))
+    agreement = compare(ours, spin)
+    assert spin.complete
+    assert agreement.agree, agreement.disagreements
+    assert (spin.states, spin.steps) == (ours.states, agreement.ours["steps"])
+    assert spin.states > 100 and spin.no_step_states > 0  # a real space, with settled ends
+
+
+def planted() -> Protocol:
+    """The ledger machine with a planted invariant that pairing a result breaks."""
+    bad = Invariant("planted_never_paired", "planted: no result is ever paired", ("L4",),
+                    V.result == "none")
+    return dataclasses.replace(LEDGER, invariants=(*LEDGER.invariants, bad))
+
+
+def test_a_planted_violation_is_found_by_spin_with_a_trail_in_our_labels() -> None:
+    need_spin()
+    p = planted()
+    rendered = render_machine(p)
+    spin = run_spin(rendered)
+    [f] = [f for f in spin.findings if f.check.name == "planted_never_paired"]
+    assert f.check.kind == "invariant" and f.steps
+    # The trail, in our triggers and parameters, replays through the table to a
+    # configuration that breaks the invariant, as short as our explorer's counterexample.
+    steps = [TraceStep(0, t.trigger, tuple(params.items())) for t, params in f.steps]
+    last = replay(p, steps)[-1][0]
+    assert last.state and p.view(last)["result"] != "none"
+    ours = explore(p)
+    [mine] = [v for v in ours.violations if v.name == "planted_never_paired"]
+    assert mine.counterexample is not None
+    assert len(f.steps) == len(mine.counterexample.steps)
+    # ...and both engines agree, findings included; the unplanted machine has none.
+    assert compare(ours, spin).agree
+    [found] = [x for x in findings(rendered, spin) if x.name == "planted_never_paired"]
+    assert found.counterexample is not None and "planted" in found.text
+
+
+def test_a_count_disagreement_is_reported() -> None:
+    need_spin()
+    ours, spin = explore(LEDGER), run_spin(render_machine(planted()), trails=False)
+    spin.stored += 1  # one state SPIN would have and we not
+    agreement = compare(ours, spin)
+    assert not agreement.agree
+    assert any(d.startswith("states:") for d in agreement.disagreements)
+    assert any(d.startswith("findings:") for d in agreement.disagreements)
+
+
+def cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run([sys.executable, "-m", "settled.cli", *args], capture_output=True,
+                          text=True, env=env)
+
+
+def test_export_writes_the_promela_of_a_machine(tmp_path: object) -> None:
+    from pathlib import Path
+
+    out = Path(str(tmp_path)) / "ledger.pml"
+    done = cli("export", "--promela", "ledger", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "active proctype machine()" in text and text == render_machine(LEDGER).text
+    refused = cli("export", "--promela", "nope")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_explore_engine_spin_sets_both_engines_side_by_side() -> None:
+    need_spin()
+    done = cli("explore", "ledger", "--engine", "spin", "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0 and doc["agree"], done.stdout + done.stderr
+    assert doc["ours"]["states"] == doc["spin"]["states"] == explore(LEDGER).states
+
+
+def test_without_spin_the_engine_is_a_one_line_error_naming_the_package() -> None:
+    done = cli("explore", "ledger", "--engine", "spin", path=os.path.dirname(sys.executable))
+    assert done.returncode == 3
+    assert done.stderr.strip().count("\n") == 0 and "apt-get install spin" in done.stderr
+
+
+# --------------------------------------------------------------------------
+# Progress properties: LTL under the declared fairness, SPIN's verdict against ours
+# --------------------------------------------------------------------------
+def _ours_and_spins(p: Protocol, live: Any = None) -> list[tuple[str, str, str]]:
+    """(property, our verdict as SPIN would give it, SPIN's verdict) for every property our
+    check decided; a property either engine did not check fails the test."""
+    from settled.conformance._liveness import AT_BOUND, HOLDS, check_protocol
+    from settled.conformance._promela import run_ltl
+    from settled.model.progress import liveness_of
+
+    live = live or liveness_of(p)
+    ours = {v.prop.name: v.verdict for v in check_protocol(p, live).verdicts}
+    rendered = render_machine(p)
+    out = []
+    for prop in live.progress:
+        spin = run_ltl(rendered, live, prop)
+        assert spin.verdict in ("holds", "violated"), (prop.name, spin.verdict, spin.why)
+        assert ours[prop.name] in ("holds", "violated", AT_BOUND), (prop.name, ours[prop.name])
+        # SPIN knows no model bound: a cycle we report stuck at a bound is a violation there.
+        expected = "holds" if ours[prop.name] == HOLDS else "violated"
+        out.append((prop.name, expected, spin.verdict))
+    return out
+
+
+@pytest.mark.parametrize("name", [
+    "ledger", "approval", pytest.param("query", marks=pytest.mark.slow)])
+def test_spins_progress_verdicts_equal_ours_on_every_machine(name: str) -> None:
+    need_spin()
+    verdicts = _ours_and_spins(MACHINES[name])
+    assert verdicts and all(ours == spin for _, ours, spin in verdicts), verdicts
+
+
+def test_without_fairness_every_ledger_progress_property_fails_for_both_engines() -> None:
+    """The ledger's fairness declared away (every group ``never``): a run may stop anywhere,
+    so every progress property is violated, by our check and by SPIN, with a lasso whose
+    cycle is a stutter. With the fairness, the same properties hold (the test above): the
+    LTL check can fail, and its fairness is not vacuous."""
+    need_spin()
+    from settled.model._liveness import NEVER, Liveness
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(LEDGER)
+    unfair = Liveness(live.target, tuple(dataclasses.replace(f, kind=NEVER)
+                                         for f in live.fairness), live.progress)
+    verdicts = _ours_and_spins(LEDGER, unfair)
+    assert verdicts and all(ours == spin == "violated" for _, ours, spin in verdicts), verdicts
+
+
+def test_a_step_left_out_of_the_fairness_is_a_lasso_for_both_engines() -> None:
+    """The ledger's runtime fairness without its ``continue`` step: a paired call may stay
+    paired forever, so both engines find ``paired_continues`` violated, SPIN with a lasso
+    in our labels whose prefix replays through the table to a paired call."""
+    need_spin()
+    from settled.conformance._liveness import check_protocol
+    from settled.conformance._promela import run_ltl
+    from settled.model._liveness import Liveness
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(LEDGER)
+    fairness = tuple(dataclasses.replace(f, steps=dataclasses.replace(
+        f.steps, triggers=tuple(t for t in f.steps.triggers if t != "continue")))
+        if f.name == "runtime" else f for f in live.fairness)
+    assert fairness != live.fairness
+    weaker = Liveness(live.target, fairness, live.progress)
+    prop = next(x for x in weaker.progress if x.name == "paired_continues")
+    ours = next(v for v in check_protocol(LEDGER, weaker).verdicts if v.prop is prop)
+    spin = run_ltl(render_machine(LEDGER), weaker, prop)
+    assert ours.verdict == "violated" and spin.verdict == "violated", spin.why
+    assert spin.cycle and spin.prefix and spin.prefix[0] is not None
+    steps = [TraceStep(0, t.trigger, tuple(params.items())) for t, params in
+             (s for s in spin.prefix if s is not None)]
+    configs = replay(LEDGER, steps)
+    assert any(prop.premise.holds_in(c[0].state, LEDGER.view(c[0])) for c in configs)
+
+
+def test_a_search_pan_cut_short_is_not_checked() -> None:
+    """A depth bound too small for the search: the property is NOT CHECKED, with pan's
+    reason, never ``holds``."""
+    need_spin()
+    from settled.conformance._promela import run_ltl
+    from settled.model.progress import liveness_of
+
+    live = liveness_of(LEDGER)
+    spin = run_ltl(render_machine(LEDGER), live, live.progress[0], depth=5)
+    assert spin.verdict == "not_checked" and "depth" in spin.why, spin
+
+
+def test_a_liveness_mutant_is_a_lasso_for_both_engines() -> None:
+    """The approval machine with its fair expiry step removed: both engines find
+    ``approval_decided_or_expired`` violated, SPIN with a lasso in our labels."""
+    need_spin()
+    from settled.conformance._liveness import check_protocol
+    from settled.conformance._promela import run_ltl
+    from settled.model import APPROVAL
+    from settled.model.progress import liveness_of
+
+    mutant = dataclasses.replace(APPROVAL, transitions=tuple(
+        t for t in APPROVAL.transitions if t.trigger != "expire"))
+    live = liveness_of(mutant)
+    prop = next(x for x in live.progress if x.name == "approval_decided_or_expired")
+    ours = next(v for v in check_protocol(mutant, live).verdicts if v.prop is prop)
+    spin = run_ltl(render_machine(mutant), live, prop)
+    assert ours.verdict == "violated" and spin.verdict == "violated"
+    assert spin.cycle and spin.prefix[0] is not None and spin.prefix[0][0].trigger == "propose"
+    # The prefix reaches the premise: replayed through the table, it ends pending approval.
+    steps = [TraceStep(0, t.trigger, tuple(params.items())) for t, params in
+             (s for s in spin.prefix if s is not None)]
+    configs = replay(mutant, steps)
+    assert any(c[0].state == "pending_approval" for c in configs)
