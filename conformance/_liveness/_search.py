@@ -60,11 +60,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as Interface
 
-from ..model._core import Config, Params, Protocol, Transition, Value
-from ..model._liveness import STRONG, WEAK, Liveness, Pred
-from ..model._liveness import Progress as ProgressProperty
-from . import _itf
-from ._counterexample import GENERATOR, to_plain
+from ...model._core import Config, Params, Protocol, Transition, Value
+from ...model._liveness import STRONG, WEAK, Liveness, Pred
+from ...model._liveness import Progress as ProgressProperty
+from .. import _itf
+from .._counterexample import GENERATOR, to_plain
 
 HOLDS, VIOLATED, AT_BOUND, NOT_CHECKED = "holds", "violated", "stuck_at_bound", "not_checked"
 # A step's mask: bit i for the i-th required group it belongs to; in a system's edge masks
@@ -540,7 +540,7 @@ class MachineStep:
     params: tuple[tuple[str, Value], ...]
 
     def text(self) -> str:
-        from ._counterexample import TraceStep
+        from .._counterexample import TraceStep
 
         return TraceStep(0, self.trigger, self.params).text()
 
@@ -663,7 +663,7 @@ def _leads_to_required(p: Protocol, classify: Callable[[str, str, Params], int],
 
 def check_machine(result: Any, liveness: Liveness | None = None) -> LivenessResult:
     """The progress properties of the machine of an explore result (one instance)."""
-    from ..model.progress import liveness_of
+    from ...model.progress import liveness_of
 
     space = result._space
     local = space.local
@@ -678,7 +678,7 @@ def check_machine(result: Any, liveness: Liveness | None = None) -> LivenessResu
 
 def check_protocol(protocol: Protocol, liveness: Liveness | None = None) -> LivenessResult:
     """Explore ``protocol`` (one instance) and check its progress properties."""
-    from ._explore import explore
+    from .._explore import explore
 
     return check_machine(explore(protocol), liveness)
 
@@ -765,7 +765,7 @@ class SystemGraph(Graph):
 
     def lasso(self, prefix: list[int], cycle: list[tuple[int, int, int]], meta: dict[str, Any]
               ) -> Lasso:
-        from ._system import SystemCounterexample, label
+        from .._system import SystemCounterexample, label
 
         system, sp = self.system, self.sp
         cfg = system.initial_config()
@@ -814,7 +814,7 @@ class SystemGraph(Graph):
 
 def check_system(result: Any, liveness: Liveness | None = None) -> LivenessResult:
     """The progress properties of a system, on a result of ``explore_system(..., classify=)``."""
-    from ..model.progress import liveness_of
+    from ...model.progress import liveness_of
 
     if result.graph is None:
         raise ValueError("check_system: explore the system with classify=system_classifier(...)")
@@ -828,8 +828,8 @@ def check_system(result: Any, liveness: Liveness | None = None) -> LivenessResul
 def explore_system_liveness(system: Any, liveness: Liveness | None = None, **kw: Any
                             ) -> tuple[Any, LivenessResult]:
     """Explore ``system`` keeping its graph, then check its progress properties."""
-    from ..model.progress import liveness_of
-    from ._system import explore_system
+    from ...model.progress import liveness_of
+    from .._system import explore_system
 
     live = liveness or liveness_of(system)
     result = explore_system(system, classify=system_classifier(live), **kw)
@@ -875,7 +875,7 @@ def quiescence_bound(protocol: Protocol, start: Config, liveness: Liveness | Non
     implementation that has not settled after that many is looping. Exact (a depth-first
     longest path with memo over the reachable fault-free space); ``steps`` is None when that
     space has a cycle, which is then returned."""
-    from ..model.progress import liveness_of
+    from ...model.progress import liveness_of
 
     live = liveness or liveness_of(protocol)
     classify = classifier(live)
