@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..model._compiled import compile_machine
-from ..model._core import (
+from ...model._compiled import compile_machine
+from ...model._core import (
     Config,
     Params,
     Protocol,
@@ -74,13 +74,13 @@ from ..model._core import (
     Value,
     lockstep_only,
 )
-from . import _itf
-from ._paused import gc_paused
+from .. import _itf
+from .._paused import gc_paused
 
 if TYPE_CHECKING:  # networkx is imported by graph(), not by every command that explores
     import networkx as nx
 
-from ._counterexample import (
+from .._counterexample import (
     DEADLOCK,
     DOMAIN,
     INVARIANT,
@@ -739,7 +739,7 @@ def explore_via_transitions(protocol: Protocol, instances: int = 1, max_states: 
                             *, progress: Progress | None = None) -> ExploreResult:
     """:func:`explore`, with every local step fired through the ``transitions`` oracle
     (see ``_oracle_check``)."""
-    from ._oracle_check import explore_via_transitions as via
+    from .._oracle_check import explore_via_transitions as via
 
     return via(protocol, instances, max_states, progress=progress)
 
