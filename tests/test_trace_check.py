@@ -434,7 +434,7 @@ def test_a_checker_defect_is_a_one_paragraph_report_naming_the_line(monkeypatch,
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(_trace._Replayer, "step", boom)
-    monkeypatch.setattr(_trace, "REPLAYERS", {})  # no memo from earlier checks
+    monkeypatch.setattr(_trace._replay, "REPLAYERS", {})  # no memo from earlier checks
     with pytest.raises(_trace.CheckerFault, match="while reading line 1 ") as info:
         check_lines(lines(story()))
     assert info.value.line == 1 and "ZeroDivisionError" in str(info.value)
