@@ -62,7 +62,9 @@ def verify_report() -> dict[str, Any]:
                 "edges": 94, "unfired_edges": [f"{trigger}: {src} -> {dst}"],
                 "guard_alternatives": 2, "unfired_guard_alternatives": [f"{label} [{guard}: {case}]"],
                 "refusals": 18,
-                "unprobed_refusals": [], "refusals_never_alone": [], "not_checked": ["notice"]}
+                "unprobed_refusals": [], "refusals_never_alone": [], "not_checked": ["notice"],
+                "parameter_values": 151,
+                "unfired_parameter_values": ["submit_response_lost fault=malformed"]}
     machine = {"ok": False, "static": {}, "lockstep": lockstep,
                "explore": {"ok": True, "states": 10, "edges": 20, "findings": []},
                "system": {"ok": True, "states": 5, "states_unreduced": 9, "edges": 7,
@@ -510,7 +512,11 @@ def test_the_coverage_layer_marks_the_edge_never_fired(site: Path, page: Page, s
         "edges => edges.map(e => e.dataset.words)")
     assert marked and all(trigger_of_case in words.split() for words in marked)
     page.tab.click('#tabs button[data-tab="coverage"]')
-    assert f"{trigger}: {src} → {dst}" in page.tab.locator("#coverage").inner_text()
+    coverage = page.tab.locator("#coverage").inner_text()
+    assert f"{trigger}: {src} → {dst}" in coverage
+    # the parameter value never taken is listed, out of the values declared
+    assert "parameter values never taken, of 151 declared (1)" in coverage.lower()
+    assert "submit_response_lost fault=malformed" in coverage
     page.tab.screenshot(path=str(shots / "coverage.png"))
     # a page without a report says so instead of showing an empty layer
     page.open(ROOT / SITE / "query.html")

@@ -547,11 +547,13 @@
       el("p", {}, "lockstep campaign: " + c.examples + " runs, " + c.steps + " steps, " + c.profile + " profile, seed " + c.seed + ", " + c.store + (c.ok ? "; passed" : "; FAILED")),
       c.failure ? el("p", {class: "error"}, c.failure) : null,
       el("p", {}, "edges fired: " + fired + " of " + c.edges.length + "; explorer: " + c.explore.states + " states" + (c.explore.ok ? ", no finding" : ", findings " + c.explore.findings.join(", ")) + "; trace check: " + c.trace_check.events + " events" + (c.trace_check.ok ? " accepted" : " NOT accepted")),
-      el("p", {class: "muted"}, "Turn on the coverage layer (toolbar) to see never-fired edges in magenta on the diagram (dashed: an alternative of its guard never taken). The verify report records transitions, edges, guard alternatives and refusals; it does not record parameter values, so those are not shown."),
+      el("p", {class: "muted"}, "Turn on the coverage layer (toolbar) to see never-fired edges in magenta on the diagram (dashed: an alternative of its guard never taken). Transitions, edges, guard alternatives, refusals and parameter values are listed below."),
       list("edges never fired", c.edges.filter(function (e) { return !e.fired; }).map(function (e) { return e.trigger + ": " + e.src + " → " + e.dst; }), "— every edge fired"),
       list("guard alternatives never taken", c.unfired_guard_alternatives, "— every alternative taken"),
       list("refusals never probed", c.unprobed_refusals, "— every probeable refusal asked for"),
       list("refusals never alone (no probe can single them out)", c.refusals_never_alone, ""),
+      c.parameter_values == null ? el("p", {class: "muted"}, "parameter values: NOT MEASURED (the verify report predates them)")
+        : list("parameter values never taken, of " + c.parameter_values + " declared", c.unfired_parameter_values, "— every value taken"),
       list("variables NOT CHECKED (unobservable to the adapter)", c.not_checked, ""));
   })();
 
