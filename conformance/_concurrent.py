@@ -384,28 +384,42 @@ def run_query_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, clients: int = W
             "clients": clients,
             "queries": queries, "ops_per_client": ops_per_client,
             "store": "postgresql" if store else "sqlite", "mutant": mutant}
-    hist = History(tuple(ops), meta)
-    model = QueryOpsModel()
+    return judge(History(tuple(ops), meta), QueryOpsModel(), split=True, shrink=shrink,
+                 out=out, start=start, run_seconds=run_seconds, errors=history[1],
+                 independence=why)
+
+
+def judge(history: History, model: Any, *, split: bool, shrink: bool, out: Path | None,
+          start: float, run_seconds: float, errors: Sequence[str], independence: str,
+          rules_of: Callable[[Sequence[Operation]], tuple[str, ...]] | None = None
+          ) -> CampaignResult:
+    """A campaign's history checked against ``model``: on a failure, the minimal history
+    (shrunk unless ``shrink`` is False), the rules it breaks (``rules_of``, by default those
+    of the operations the search could not place in the minimal history) and, with ``out``,
+    the saved file ``race-IMPLEMENTATION-MUTANT-seedSEED.SCHEDULE-MODE.json``."""
     t0 = time.perf_counter()
-    result = check(hist, model)
+    result = check(history, model, split=split)
     check_seconds = time.perf_counter() - t0
     minimal: tuple[Operation, ...] = ()
     rules: tuple[str, ...] = ()
     saved = None
     if not result.ok and not result.nothing_checked:
-        minimal = tuple(minimal_failure(hist.operations, model) if shrink else result.failed_ops)
-        # The rules of the steps that could not be placed: the operations outside the
-        # longest order the search found for the minimal history.
-        stuck = check(minimal, model)
-        placed = set(stuck.longest)
-        rules = tuple(sorted({r for op in minimal if op.id not in placed
-                              for r in model.rules(op)}))
+        minimal = tuple(minimal_failure(history.operations, model) if shrink
+                        else result.failed_ops)
+        if rules_of is not None:
+            rules = rules_of(minimal)
+        else:  # the operations outside the longest order the search found
+            placed = set(check(minimal, model, split=split).longest)
+            rules = tuple(sorted({r for op in minimal if op.id not in placed
+                                  for r in model.rules(op)}))
         if out is not None:
-            name = f"race-query-{mutant or 'baseline'}-seed{seed}.{schedule}-{mode}.json"
-            saved = save_history(out / name, hist, minimal=minimal, rules=rules,
+            m = history.meta
+            name = (f"race-{m['implementation']}-{m.get('mutant') or 'baseline'}-seed{m['seed']}"
+                    f".{m['schedule']}-{m['mode']}.json")
+            saved = save_history(out / name, history, minimal=minimal, rules=rules,
                                  verdict=result.summary())
-    return CampaignResult(hist, result, minimal, rules, saved, time.perf_counter() - start,
-                          check_seconds, tuple(history[1]), why, run_seconds)
+    return CampaignResult(history, result, minimal, rules, saved, time.perf_counter() - start,
+                          check_seconds, tuple(errors), independence, run_seconds, model)
 
 
 class Session(Protocol):

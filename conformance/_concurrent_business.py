@@ -32,7 +32,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,8 +46,8 @@ from settled.model.approval import ApprovalState as A
 from settled.model.systems import build_approval_system
 
 from ._approval_adapter import ApprovalAdapter
-from ._concurrent import DEFAULT_MODE, CampaignResult, Mode, independence, run_clients
-from ._linearize import History, Operation, check, minimal_failure, save_history
+from ._concurrent import DEFAULT_MODE, CampaignResult, Mode, independence, judge, run_clients
+from ._linearize import History, Operation
 
 __all__ = ["BusinessOrdersModel", "run_business_campaign"]
 
@@ -223,21 +223,7 @@ def run_business_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, ops_per_clien
             "clients": CLIENTS,
             "ops_per_client": ops_per_client, "stock": STOCK, "tokens": TOKENS,
             "store": "postgresql" if store else "sqlite", "mutant": mutant}
-    history = History(tuple(ops), meta)
-    model = BusinessOrdersModel()
-    t0 = time.perf_counter()
-    result = check(history, model, split=False)
-    check_seconds = time.perf_counter() - t0
-    minimal: Sequence[Operation] = ()
-    rules: tuple[str, ...] = ()
-    saved = None
-    if not result.ok and not result.nothing_checked:
-        minimal = minimal_failure(history.operations, model) if shrink else result.failed_ops
-        rules = model.rules(minimal[0])
-        if out is not None:
-            saved = save_history(out / f"race-business-{mutant or 'baseline'}-seed{seed}.{schedule}"
-                                       f"-{mode}.json",
-                                 history, minimal=minimal, rules=rules, verdict=result.summary())
-    return CampaignResult(history, result, tuple(minimal), rules, saved,
-                          time.perf_counter() - start, check_seconds, tuple(errors),
-                          f"not split: {why}", run_seconds, model)
+    return judge(History(tuple(ops), meta), BusinessOrdersModel(), split=False, shrink=shrink,
+                 out=out, start=start, run_seconds=run_seconds, errors=errors,
+                 independence=f"not split: {why}",
+                 rules_of=lambda minimal: BusinessOrdersModel().rules(minimal[0]))

@@ -54,7 +54,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -65,8 +65,8 @@ from settled.model import LEDGER
 from settled.model._core import Config, IllegalTransition
 from settled.model.ledger import LedgerState as L
 
-from ._concurrent import DEFAULT_MODE, CampaignResult, Mode, run_clients
-from ._linearize import History, Operation, check, minimal_failure, save_history
+from ._concurrent import DEFAULT_MODE, CampaignResult, Mode, judge, run_clients
+from ._linearize import History, Operation
 
 __all__ = ["LedgerSessionModel", "run_ledger_campaign"]
 
@@ -431,24 +431,6 @@ def run_ledger_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, ops_per_client:
     meta = {"implementation": "ledger", "seed": seed, "schedule": schedule, "mode": mode,
             "clients": CLIENTS, "ops_per_client": ops_per_client, "progress": progress,
             "calls": CALLS, "stock": STOCK, "store": "sqlite", "mutant": mutant}
-    history = History(tuple(ops), meta)
-    model = LedgerSessionModel(progress)
-    t0 = time.perf_counter()
-    result = check(history, model, split=False)
-    check_seconds = time.perf_counter() - t0
-    minimal: Sequence[Operation] = ()
-    rules: tuple[str, ...] = ()
-    saved = None
-    if not result.ok and not result.nothing_checked:
-        minimal = minimal_failure(history.operations, model) if shrink else result.failed_ops
-        stuck = check(minimal, model, split=False)
-        placed = set(stuck.longest)
-        rules = tuple(sorted({r for op in minimal if op.id not in placed
-                              for r in model.rules(op)}))
-        if out is not None:
-            saved = save_history(out / f"race-ledger-{mutant or 'baseline'}-seed{seed}.{schedule}"
-                                       f"-{mode}.json",
-                                 history, minimal=minimal, rules=rules, verdict=result.summary())
-    return CampaignResult(history, result, tuple(minimal), rules, saved,
-                          time.perf_counter() - start, check_seconds, tuple(errors),
-                          "not split: every call acts on the one session", run_seconds, model)
+    return judge(History(tuple(ops), meta), LedgerSessionModel(progress), split=False,
+                 shrink=shrink, out=out, start=start, run_seconds=run_seconds, errors=errors,
+                 independence="not split: every call acts on the one session")
