@@ -929,3 +929,38 @@ def run_ltl(model: PromelaModel, liveness: Any, prop: Any, *, memory_mb: int = 4
         return SpinLiveness(prop.name, LTL_VIOLATED, tuple(prefix), (), seconds, states,
                             why="the trail replayed without its cycle mark")
     return SpinLiveness(prop.name, LTL_VIOLATED, tuple(prefix), tuple(cycle), seconds, states)
+
+
+@dataclass(frozen=True)
+class ProgressAgreement:
+    """One progress property: our check's verdict (``model``'s fair-cycle search) beside
+    SPIN's. SPIN knows no model bound, so a cycle we report stuck at a bound is a violation
+    there."""
+
+    name: str
+    ours: str  # holds, violated, stuck_at_bound or not_checked (conformance._liveness)
+    spin: SpinLiveness
+
+    @property
+    def checked(self) -> bool:
+        """Both engines decided (neither says not_checked)."""
+        return (self.spin.verdict != LTL_NOT_CHECKED
+                and self.ours in (LTL_HOLDS, LTL_VIOLATED, "stuck_at_bound"))
+
+    @property
+    def agree(self) -> bool:
+        expected = LTL_HOLDS if self.ours == LTL_HOLDS else LTL_VIOLATED
+        return self.checked and self.spin.verdict == expected
+
+    def to_json(self) -> dict[str, Any]:
+        return {"property": self.name, "ours": self.ours, "spin": self.spin.verdict,
+                "spin_seconds": round(self.spin.seconds, 3), "spin_states": self.spin.states,
+                "why": self.spin.why, "checked": self.checked, "agree": self.agree}
+
+
+def compare_progress(model: PromelaModel, ours: Any, liveness: Any) -> list[ProgressAgreement]:
+    """Every progress property of ``liveness``: ``ours`` (a ``LivenessResult`` of the same
+    machine and liveness) beside SPIN's verdict (:func:`run_ltl`, one pan per property)."""
+    verdicts = {v.prop.name: v.verdict for v in ours.verdicts}
+    return [ProgressAgreement(p.name, verdicts.get(p.name, LTL_NOT_CHECKED),
+                              run_ltl(model, liveness, p)) for p in liveness.progress]

@@ -275,18 +275,22 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
 
 def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
                   itf: Path | None, graph: Path | None, max_states: int | None) -> None:
-    """Both engines on one machine, side by side; exit 1 on any finding or disagreement,
-    3 when SPIN is missing or fails (one line naming the Debian package)."""
+    """Both engines on one machine, side by side: the safety checks and every progress
+    property under the declared fairness (LTL). Exit 1 on any finding or disagreement, 3
+    when SPIN is missing or fails (one line naming the Debian package) or left a search or
+    a property unchecked."""
     from settled.conformance._promela import (
         ExportError,
         SpinFailed,
         SpinUnavailable,
         compare,
+        compare_progress,
         findings,
         render_machine,
         run_spin,
         tools,
     )
+    from settled.model.progress import liveness_of
 
     if queries > 1:
         err.print("--engine spin explores one machine: systems are not exported to Promela yet; "
@@ -304,23 +308,33 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
         rendered = render_machine(protocol)
         ours = explore(protocol)
         spin = run_spin(rendered)
+        declared = liveness_of(protocol)
+        ours_live = check_machine(ours, declared)
+        progress = compare_progress(rendered, ours_live, declared)
     except (SpinUnavailable, SpinFailed, ExportError) as e:
         err.print(f"settled explore --engine spin: {e}")
         raise typer.Exit(3) from None
     agreement = compare(ours, spin)
     found = findings(rendered, spin)
+    # The checks SPIN has no counterpart for, made by our explorer in this run.
+    ours_only = [*ours.traps, *ours.unreached_states, *ours.unfired_transitions]
     if itf is not None:
         itf.mkdir(exist_ok=True)
         for f in found:
             if f.counterexample is not None:
                 write_itf(itf / f"spin-{f.file_name}", f.counterexample.to_itf())
-    code = 1 if (found or not agreement.agree) else (0 if spin.complete else INCOMPLETE)
+    failed = (found or ours_only or ours_live.violated or not agreement.agree
+              or any(p.checked and not p.agree for p in progress))
+    unchecked = not spin.complete or any(not p.checked for p in progress)
+    code = 1 if failed else (INCOMPLETE if unchecked else 0)
     if as_json:
         emit({"model": model, "engine": "spin", **agreement.to_json(),
               "spin_seconds": spin.seconds, "spin_compile_seconds": spin.compile_seconds,
               "our_seconds": ours.seconds, "spin_memory_mb": spin.memory_mb,
               "spin_complete": spin.complete,
-              "findings": [f.to_json() for f in found]}, code)
+              "findings": [f.to_json() for f in found],
+              "ours_only": [{"kind": f.kind, "name": f.name, "text": f.text} for f in ours_only],
+              "progress": [p.to_json() for p in progress]}, code)
         raise typer.Exit(code)
     out = Console(highlight=False, soft_wrap=True, markup=False)
     out.print(f"{model}: {'':8}{'ours':>12}{'SPIN':>12}")
@@ -338,8 +352,15 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
         out.print("INCOMPLETE: pan did not finish the search")
     out.print("the engines agree: same states, steps and findings" if agreement.agree
               else "the engines DISAGREE")
-    out.print("not checked by SPIN here: traps, unreached states, unfired transitions and "
-              "progress (our explorer checks them: run without --engine spin)")
+    for p in progress:
+        verdict = ("agree" if p.agree else "NOT CHECKED" if not p.checked else "DISAGREE")
+        why = f" ({p.spin.why})" if p.spin.why else ""
+        out.print(f"progress {p.name}: ours {p.ours}, SPIN {p.spin.verdict} in "
+                  f"{p.spin.seconds:.2f}s: {verdict}{why}")
+    for f in ours_only:
+        out.print(f"ours only: {f.kind} {f.name}: {f.text}")
+    out.print(f"checked by our explorer alone (SPIN has no such check): traps, unreached states "
+              f"and unfired transitions, {len(ours_only)} found")
     raise typer.Exit(code)
 
 

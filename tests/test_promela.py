@@ -109,6 +109,35 @@ def test_explore_engine_spin_sets_both_engines_side_by_side() -> None:
     doc = json.loads(done.stdout)
     assert done.returncode == 0 and doc["agree"], done.stdout + done.stderr
     assert doc["ours"]["states"] == doc["spin"]["states"] == explore(LEDGER).states
+    # every progress property, decided by both engines alike, and nothing only ours found
+    from settled.model.progress import liveness_of
+
+    names = [p.name for p in liveness_of(LEDGER).progress]
+    assert [p["property"] for p in doc["progress"]] == names and names
+    assert all(p["checked"] and p["agree"] for p in doc["progress"]), doc["progress"]
+    assert doc["ours_only"] == []
+
+
+def test_explore_engine_spin_exits_3_when_spin_left_a_property_unchecked(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    need_spin()
+    import typer
+    from typer.testing import CliRunner
+
+    from settled import _cmd_explore
+    from settled.conformance import _promela
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """settled (only the explore command)."""
+
+    _cmd_explore.register(app)
+    real = _promela.run_ltl
+    monkeypatch.setattr(_promela, "run_ltl", lambda m, live, prop: real(m, live, prop, depth=5))
+    done = CliRunner().invoke(app, ["explore", "ledger", "--engine", "spin"])
+    assert done.exit_code == 3, done.output
+    assert "NOT CHECKED" in done.output and "depth" in done.output
 
 
 def test_without_spin_the_engine_is_a_one_line_error_naming_the_package() -> None:
@@ -123,21 +152,15 @@ def test_without_spin_the_engine_is_a_one_line_error_naming_the_package() -> Non
 def _ours_and_spins(p: Protocol, live: Any = None) -> list[tuple[str, str, str]]:
     """(property, our verdict as SPIN would give it, SPIN's verdict) for every property our
     check decided; a property either engine did not check fails the test."""
-    from settled.conformance._liveness import AT_BOUND, HOLDS, check_protocol
-    from settled.conformance._promela import run_ltl
+    from settled.conformance._liveness import HOLDS, check_protocol
+    from settled.conformance._promela import compare_progress
     from settled.model.progress import liveness_of
 
     live = live or liveness_of(p)
-    ours = {v.prop.name: v.verdict for v in check_protocol(p, live).verdicts}
-    rendered = render_machine(p)
     out = []
-    for prop in live.progress:
-        spin = run_ltl(rendered, live, prop)
-        assert spin.verdict in ("holds", "violated"), (prop.name, spin.verdict, spin.why)
-        assert ours[prop.name] in ("holds", "violated", AT_BOUND), (prop.name, ours[prop.name])
-        # SPIN knows no model bound: a cycle we report stuck at a bound is a violation there.
-        expected = "holds" if ours[prop.name] == HOLDS else "violated"
-        out.append((prop.name, expected, spin.verdict))
+    for a in compare_progress(render_machine(p), check_protocol(p, live), live):
+        assert a.checked, (a.name, a.ours, a.spin.verdict, a.spin.why)
+        out.append((a.name, "holds" if a.ours == HOLDS else "violated", a.spin.verdict))
     return out
 
 
