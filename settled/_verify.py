@@ -112,6 +112,8 @@ class MachineReport:
         """Everything this machine's run did not check, by the name an allowance uses."""
         out = [f"{self.name}.{v}" for v in self.lockstep.get("not_checked", [])]
         out += [f"{self.name}.{v}" for v in self.system_lockstep.get("not_checked", [])]
+        if self.lockstep.get("quiescence", {}).get("checked") is False:
+            out.append(f"{self.name}.quiescence")
         if not self.system_lockstep.get("checked", False):
             out.append(f"{self.name}.system_lockstep")
         if not self.concurrent.get("checked", False):
@@ -153,6 +155,9 @@ def expected_unchecked(machines: Iterable[str]) -> dict[str, str]:
                 hidden = ()  # the campaign reports the broken adapter itself
             for v in hidden:
                 out[f"{name}.{v}"] = "the adapter declares it unobservable"
+            why = _quiescence_reason(suite.adapter)
+            if why is not None:
+                out[f"{name}.quiescence"] = why
         system = SYSTEM_SUITE_OF.get(name)
         if system is None or system not in SYSTEM_SUITES:
             out[f"{name}.system_lockstep"] = f"no adapter drives the {name} system's shared state"
@@ -167,6 +172,22 @@ def expected_unchecked(machines: Iterable[str]) -> dict[str, str]:
         if name not in CONCURRENT_OF:
             out[f"{name}.concurrent"] = f"no concurrent campaign drives the {name} implementation"
     return out
+
+
+def _quiescence_reason(factory: Callable[[], Any]) -> str | None:
+    """Why the quiescence phase cannot run on the adapter ``factory`` makes (None: it can)."""
+    from settled.conformance._lockstep._quiesce import adapter_reason
+
+    try:
+        adapter = factory()
+    except Exception:
+        return None  # the campaign reports the broken adapter itself
+    try:
+        return adapter_reason(adapter)
+    finally:
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()
 
 
 def check_allowances(allow: Iterable[str], machines: Iterable[str]) -> list[str]:

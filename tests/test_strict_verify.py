@@ -20,7 +20,8 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(_verify, "check_explore", lambda p, watch=None: dict(OK))
     monkeypatch.setattr(_verify, "check_system", lambda s, watch=None: dict(OK))
     monkeypatch.setattr(_verify, "check_lockstep", lambda *a, **k: (
-        {"ok": True, "store": "SQLite files", "not_checked": list(parts["not_checked"])},
+        {"ok": True, "store": "SQLite files", "not_checked": list(parts["not_checked"]),
+         "quiescence": {"checked": parts.get("quiescence", True)}},
         {"ok": True, "events": 1}, None))
     monkeypatch.setattr(_verify, "check_system_lockstep", lambda *a: (
         {"checked": True, "ok": True, "not_checked": []} if parts["system_checked"]
@@ -29,7 +30,8 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(_verify, "check_crash", lambda *a: {"ok": True})
     monkeypatch.setattr(_verify, "check_views", lambda root, write: [])
     monkeypatch.setattr(_verify, "expected_unchecked", lambda machines: {
-        "approval.retries_allowed": "declared", "approval.system_lockstep": "none"})
+        "approval.retries_allowed": "declared", "approval.system_lockstep": "none",
+        "approval.quiescence": "no own_turn"})
     return parts
 
 
@@ -58,6 +60,14 @@ def test_a_system_no_adapter_drives_fails_verify_unless_named(quick: dict[str, A
     assert named["ok"]
 
 
+def test_an_unquiesced_machine_fails_verify_unless_named(quick: dict[str, Any]) -> None:
+    quick["quiescence"] = False
+    strict = _verify.verify(None, machines=["approval"])
+    assert not strict["ok"] and strict["unchecked"]["refused"] == ["approval.quiescence"]
+    named = _verify.verify(None, machines=["approval"], allow_unchecked=["approval.quiescence"])
+    assert named["ok"] and named["unchecked"]["allowed"] == ["approval.quiescence"]
+
+
 def test_an_exception_for_something_checked_is_bad_input(quick: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"names \['query.held'\]"):
         _verify.verify(None, machines=["approval"], allow_unchecked=["query.held"])
@@ -77,7 +87,8 @@ def test_the_report_prints_each_unchecked_thing(quick: dict[str, Any],
 
 
 def test_what_a_real_run_leaves_unchecked_is_known_before_it() -> None:
-    """The bundled adapters declare nothing unobservable: only missing campaigns remain."""
-    expected = _verify.expected_unchecked(["query", "approval"])
-    assert not [name for name in expected if not name.endswith((".system_lockstep",
-                                                                ".concurrent"))]
+    """The bundled adapters declare nothing unobservable and every system and concurrent
+    campaign is driven; only the approval runtime, with no own_turn, is not quiesced."""
+    expected = _verify.expected_unchecked(["query", "approval", "ledger"])
+    assert sorted(expected) == ["approval.quiescence"], expected
+    assert "own_turn" in expected["approval.quiescence"]

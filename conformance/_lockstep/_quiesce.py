@@ -146,16 +146,20 @@ def not_checked_reason(runner: Runner) -> str | None:
     if not runner.system.independent:
         return (f"{runner.system.name} is a system whose instances share state; the "
                 "per-instance bound does not hold there")
-    acting: frozenset[str] = getattr(runner.adapter, "acting", frozenset())
-    own = getattr(runner.adapter, "own_turn", None)
-    if acting and not callable(own):
-        return (f"{type(runner.adapter).__name__} names triggers its own scheduler takes "
+    return adapter_reason(runner.adapter)
+
+
+def adapter_reason(adapter: object) -> str | None:
+    """Why ``adapter`` cannot take part in the quiescence phase, or None when it can."""
+    acting: frozenset[str] = getattr(adapter, "acting", frozenset())
+    if callable(getattr(adapter, "own_turn", None)):
+        return None
+    if acting:
+        return (f"{type(adapter).__name__} names triggers its own scheduler takes "
                 f"(acting) but has no own_turn() to take them")
-    if not acting and not callable(own):
-        return (f"{type(runner.adapter).__name__} has no own_turn() (its own scheduler's "
-                "turn); an implementation with no scheduler of its own says so with an empty "
-                "acting and an own_turn() that does nothing")
-    return None
+    return (f"{type(adapter).__name__} has no own_turn() (its own scheduler's turn); an "
+            "implementation with no scheduler of its own says so with an empty acting and an "
+            "own_turn() that does nothing")
 
 
 @dataclass
