@@ -44,6 +44,7 @@ from ._lockstep import (
     unprobed_refusals,
     world,
 )
+from ._lockstep._quiesce import factory_reason
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
 from ._shrink import Invalid
@@ -110,8 +111,13 @@ class Report:
 
     @property
     def unchecked(self) -> tuple[str, ...]:
-        """Variables no run compared with the model that the caller did not accept by name."""
-        return tuple(n for n in self.not_checked if n not in self.allowed_unchecked)
+        """What no run checked that the caller did not accept by name: variables never
+        compared with the model, and ``quiescence`` when a machine's phase checked nothing
+        (a system's is not run by design, and says so)."""
+        names = list(self.not_checked)
+        if not self.system and self.quiescence.get("checked") is False:
+            names.append(QUIESCENCE)
+        return tuple(n for n in names if n not in self.allowed_unchecked)
 
     @property
     def ok(self) -> bool:
@@ -161,12 +167,17 @@ class Report:
         if self.model_finding:
             lines.append(f"MODEL FINDING (exit 3): {self.model_finding}")
         if self.allowed_unchecked:
-            lines.append(f"ALLOWED UNCHECKED: {', '.join(self.allowed_unchecked)} (the adapter "
-                         "declares them unobservable; accepted by name with --allow-unchecked)")
-        if self.unchecked:
-            lines.append(f"INCOMPLETE (exit 3): {', '.join(self.unchecked)} never compared with "
+            lines.append(f"ALLOWED UNCHECKED: {', '.join(self.allowed_unchecked)} (not checked; "
+                         "accepted by name with --allow-unchecked)")
+        variables = [n for n in self.unchecked if n != QUIESCENCE]
+        if variables:
+            lines.append(f"INCOMPLETE (exit 3): {', '.join(variables)} never compared with "
                          "the model; observe them, or accept each by name with "
                          "--allow-unchecked NAME")
+        if QUIESCENCE in self.unchecked:
+            lines.append("INCOMPLETE (exit 3): the quiescence phase checked nothing; give the "
+                         "adapter own_turn(), or accept it by name with --allow-unchecked "
+                         "quiescence")
         if self.not_checked:
             lines.append(f"NOT CHECKED: {', '.join(self.not_checked)} (the adapter declares "
                          "them unobservable; no run compared them with the model)")
@@ -288,13 +299,21 @@ def probe_system(factory: AdapterFactory, machine: System | None
             close()
 
 
-def _allowed(allow: Iterable[str], not_checked: tuple[str, ...]) -> tuple[str, ...]:
-    """The names of ``allow``, each a variable the adapter declares unobservable."""
+QUIESCENCE = "quiescence"  # the name that accepts a lockstep without its quiescence phase
+
+
+def _allowed(allow: Iterable[str], not_checked: tuple[str, ...],
+             quiesced: bool = True) -> tuple[str, ...]:
+    """The names of ``allow``, each a variable the adapter declares unobservable, or
+    ``quiescence`` for an adapter the quiescence phase cannot run on (``quiesced`` False)."""
     names = tuple(sorted(set(allow)))
-    wrong = [n for n in names if n not in not_checked]
+    known = (*not_checked, *(() if quiesced else (QUIESCENCE,)))
+    wrong = [n for n in names if n not in known]
     if wrong:
-        raise ValueError(f"--allow-unchecked names {wrong}, which the adapter does not declare "
-                         f"unobservable (it declares {list(not_checked) or 'none'})")
+        raise ValueError(f"--allow-unchecked names {wrong}, which this run checks: the adapter "
+                         f"does not declare unobservable (it declares "
+                         f"{list(not_checked) or 'none'}"
+                         + (")" if quiesced else "; and quiescence, which cannot run on it)"))
     return names
 
 
@@ -376,7 +395,10 @@ def lockstep(adapter_factory: AdapterFactory,
         label = machine if isinstance(machine, str) else getattr(machine, "name", "?")
         return Report(str(label), ADAPTER_ERROR, profile, seed, 0, 0,
                       time.perf_counter() - start, 0, adapter_error=str(exc))
-    allowed = _allowed(allow_unchecked, not_checked)
+    from settled.model.progress import liveness_of
+
+    quiesced = factory_reason(adapter_factory) is None and bool(liveness_of(protocol).progress)
+    allowed = _allowed(allow_unchecked, not_checked, quiesced=quiesced)
     report = _campaign(adapter_factory, world(protocol, instances), not_checked, profile,
                        settings, seed, out, name, start)
     report.allowed_unchecked = allowed

@@ -55,6 +55,7 @@ from settled.conformance._lockstep import (
     unfired_values,
     unprobed_refusals,
 )
+from settled.conformance._lockstep._quiesce import factory_reason
 from settled.conformance._profiles import profile
 from settled.conformance._suites import SUITES, SYSTEM_SUITES
 from settled.conformance._system import explore_system
@@ -155,7 +156,7 @@ def expected_unchecked(machines: Iterable[str]) -> dict[str, str]:
                 hidden = ()  # the campaign reports the broken adapter itself
             for v in hidden:
                 out[f"{name}.{v}"] = "the adapter declares it unobservable"
-            why = _quiescence_reason(suite.adapter)
+            why = factory_reason(suite.adapter)
             if why is not None:
                 out[f"{name}.quiescence"] = why
         system = SYSTEM_SUITE_OF.get(name)
@@ -172,22 +173,6 @@ def expected_unchecked(machines: Iterable[str]) -> dict[str, str]:
         if name not in CONCURRENT_OF:
             out[f"{name}.concurrent"] = f"no concurrent campaign drives the {name} implementation"
     return out
-
-
-def _quiescence_reason(factory: Callable[[], Any]) -> str | None:
-    """Why the quiescence phase cannot run on the adapter ``factory`` makes (None: it can)."""
-    from settled.conformance._lockstep._quiesce import adapter_reason
-
-    try:
-        adapter = factory()
-    except Exception:
-        return None  # the campaign reports the broken adapter itself
-    try:
-        return adapter_reason(adapter)
-    finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            close()
 
 
 def check_allowances(allow: Iterable[str], machines: Iterable[str]) -> list[str]:

@@ -149,6 +149,14 @@ def test_an_adapter_without_its_own_turn_is_reported_not_checked() -> None:
     assert report.to_json()["quiescence"]["checked"] is False
     assert "own_turn" in report.to_json()["quiescence"]["not_checked"]
     assert "quiescence NOT CHECKED" in report.text() and "own_turn" in report.text()
+    # unchecked is not green: incomplete (exit 3) until the caller accepts it by name
+    assert not report.ok and report.exit_code == 3 and report.unchecked == ("quiescence",)
+    assert "--allow-unchecked quiescence" in report.text()
+    allowed = lockstep(NoOwnTurn, "query", profile="dev", seed=1, allow_unchecked=["quiescence"])
+    assert allowed.ok and allowed.exit_code == 0 and "ALLOWED UNCHECKED: quiescence" in allowed.text()
+    with pytest.raises(ValueError, match="quiescence"):  # a phase that runs cannot be waived
+        lockstep(InMemoryQueryAdapter, "query", profile="dev", seed=1,
+                 allow_unchecked=["quiescence"])
 
 
 def test_the_api_report_carries_a_checked_phase() -> None:

@@ -149,6 +149,21 @@ def not_checked_reason(runner: Runner) -> str | None:
     return adapter_reason(runner.adapter)
 
 
+def factory_reason(factory: Callable[[], object]) -> str | None:
+    """:func:`adapter_reason` for the adapter ``factory`` makes (closed again); None also when
+    the factory fails (the campaign reports the broken adapter itself)."""
+    try:
+        adapter = factory()
+    except Exception:
+        return None
+    try:
+        return adapter_reason(adapter)
+    finally:
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()
+
+
 def adapter_reason(adapter: object) -> str | None:
     """Why ``adapter`` cannot take part in the quiescence phase, or None when it can."""
     acting: frozenset[str] = getattr(adapter, "acting", frozenset())
