@@ -165,31 +165,29 @@ def parse_line(line_no: int, text: str | bytes) -> Event:
 
 
 def _decode_params(line_no: int, raw: bytes) -> dict[str, Value]:
-    try:
-        return _PARAMS(raw)
-    except msgspec.ValidationError as exc:
-        integral = _integers(raw, exc)
-        if integral is not None:
-            return _decode_params(line_no, integral)
-        raise TraceError(line_no, f"params: {_where(exc, 'params')} (a flat object of strings, "
-                                  f"integers and booleans; see the {SCHEMA_ID} schema)") from None
-    except (msgspec.MsgspecError, RecursionError) as exc:
-        raise TraceError(line_no, f"params: {_where(exc, 'params')} (a flat object of strings, "
-                                  f"integers and booleans; see the {SCHEMA_ID} schema)") from None
+    return _decode_flat(line_no, raw, _PARAMS, "params", "strings, integers and booleans")
 
 
 def _decode_vars(line_no: int, raw: bytes) -> dict[str, Value]:
+    return _decode_flat(line_no, raw, _VARS, "vars", "strings, integers, booleans and nulls")
+
+
+def _decode_flat(line_no: int, raw: bytes, decode: Any, name: str,
+                 kinds: str) -> dict[str, Value]:
+    """A flat object field of an event (``params``, ``vars``); integral floats are taken as
+    integers; anything else is a one-line :class:`TraceError` naming the field."""
+    why: Exception
     try:
-        return _VARS(raw)
+        return decode(raw)  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
         integral = _integers(raw, exc)
         if integral is not None:
-            return _decode_vars(line_no, integral)
-        raise TraceError(line_no, f"vars: {_where(exc, 'vars')} (a flat object of strings, "
-                                  f"integers, booleans and nulls; see the {SCHEMA_ID} schema)") from None
+            return _decode_flat(line_no, integral, decode, name, kinds)
+        why = exc
     except (msgspec.MsgspecError, RecursionError) as exc:
-        raise TraceError(line_no, f"vars: {_where(exc, 'vars')} (a flat object of strings, "
-                                  f"integers, booleans and nulls; see the {SCHEMA_ID} schema)") from None
+        why = exc
+    raise TraceError(line_no, f"{name}: {_where(why, name)} (a flat object of {kinds}; see the "
+                              f"{SCHEMA_ID} schema)") from None
 
 
 def _integers(raw: bytes, exc: Exception) -> bytes | None:
