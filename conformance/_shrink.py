@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ._adapter import Adapter, AdapterError
 
@@ -128,86 +128,107 @@ def shrink(steps: list[A], diverges: Callable[[list[A]], bool],
     cheap; only a valid run is replayed on the implementation, and only those count
     against ``budget``.
     """
-    spent = 0
-    tried: set[tuple[str, ...]] = set()
+    return _Shrinker(diverges, history, budget).run(steps)
 
-    def fails(candidate: list[A]) -> bool:
-        nonlocal spent
+
+class _Shrinker(Generic[A]):
+    """:func:`shrink`'s passes, sharing one budget and one memo of tried candidates."""
+
+    def __init__(self, diverges: Callable[[list[A]], bool],
+                 history: Callable[[list[A]], Sequence[Hashable] | None], budget: int) -> None:
+        self.diverges, self.history, self.budget = diverges, history, budget
+        self.spent = 0
+        self.tried: set[tuple[str, ...]] = set()
+
+    @property
+    def left(self) -> bool:
+        return self.spent < self.budget
+
+    def run(self, steps: list[A]) -> list[A]:
+        while self.left:
+            before = len(steps)
+            steps = self.singles(self.ddmin(self.cut_cycles(self.instances_apart(steps))))
+            if len(steps) == before:
+                break
+        return steps
+
+    def fails(self, candidate: list[A]) -> bool:
+        """Whether ``candidate`` still fails: replayed on the model first (free), then, if
+        the model accepts it, on the implementation (one unit of the budget)."""
         key = tuple(a.text() + f"@{a.instance}" for a in candidate)
-        if key in tried or spent >= budget:
+        if key in self.tried or not self.left:
             return False
-        tried.add(key)
-        if history(candidate) is None:
+        self.tried.add(key)
+        if self.history(candidate) is None:
             return False
-        spent += 1
+        self.spent += 1
         try:
-            return diverges(candidate)
+            return self.diverges(candidate)
         except Invalid:
             return False
 
-    def cut_cycles(steps: list[A]) -> list[A]:
+    def cut_cycles(self, steps: list[A]) -> list[A]:
         progress = True
-        while progress and spent < budget:
+        while progress and self.left:
             progress = False
-            configs = history(steps)
+            configs = self.history(steps)
             if configs is None:
                 return steps
             for j, k in cycles(configs):
                 candidate = steps[:j] + steps[k:]
-                if fails(candidate):
+                if self.fails(candidate):
                     steps, progress = candidate, True
                     break
         return steps
 
-    def ddmin(steps: list[A]) -> list[A]:
+    def ddmin(self, steps: list[A]) -> list[A]:
         n = 2
-        while len(steps) >= 2 and spent < budget:
+        while len(steps) >= 2 and self.left:
             size = math.ceil(len(steps) / n)
-            chunks = [(k * size, min((k + 1) * size, len(steps))) for k in range(n)]
-            chunks = [(a, b) for a, b in chunks if a < b]
-            done = False
-            for a, b in chunks:  # a chunk alone (ddmin's "reduce to subset")
-                candidate = steps[a:b]
-                if len(chunks) > 1 and fails(candidate):
-                    steps, n, done = candidate, 2, True
-                    break
-            if not done:
-                for a, b in chunks:  # everything but a chunk ("reduce to complement")
-                    candidate = steps[:a] + steps[b:]
-                    if fails(candidate):
-                        steps, n, done = candidate, max(n - 1, 2), True
-                        break
-            if not done:
-                if n >= len(steps):
-                    break
+            chunks = [(a, b) for a, b in ((k * size, min((k + 1) * size, len(steps)))
+                                          for k in range(n)) if a < b]
+            smaller = self._reduce(steps, chunks)
+            if smaller is not None:
+                steps, kept_chunk = smaller
+                n = 2 if kept_chunk else max(n - 1, 2)
+            elif n >= len(steps):
+                break
+            else:
                 n = min(n * 2, len(steps))
         return steps
 
-    def singles(steps: list[A]) -> list[A]:
+    def _reduce(self, steps: list[A], chunks: list[tuple[int, int]]
+                ) -> tuple[list[A], bool] | None:
+        """ddmin's two reductions: a chunk alone ("reduce to subset"; True), then everything
+        but a chunk ("reduce to complement"; False); None when neither still fails."""
+        if len(chunks) > 1:
+            for a, b in chunks:
+                if self.fails(steps[a:b]):
+                    return steps[a:b], True
+        for a, b in chunks:
+            candidate = steps[:a] + steps[b:]
+            if self.fails(candidate):
+                return candidate, False
+        return None
+
+    def singles(self, steps: list[A]) -> list[A]:
         k = len(steps) - 1  # from the end: later steps depend on earlier ones, not back
-        while k >= 0 and spent < budget:
+        while k >= 0 and self.left:
             candidate = steps[:k] + steps[k + 1:]
-            if fails(candidate):
+            if self.fails(candidate):
                 steps = candidate
             k = min(k - 1, len(steps) - 1)
         return steps
 
-    def instances_apart(steps: list[A]) -> list[A]:
+    def instances_apart(self, steps: list[A]) -> list[A]:
         # One instance's steps alone, then the run without one instance's steps: an
         # interleaved story is a set of non-adjacent steps no chunk of the list covers.
         for keep in sorted({a.instance for a in steps}):
             candidate = [a for a in steps if a.instance == keep]
-            if len(candidate) < len(steps) and fails(candidate):
+            if len(candidate) < len(steps) and self.fails(candidate):
                 return candidate
         for drop in sorted({a.instance for a in steps}):
             candidate = [a for a in steps if a.instance != drop]
-            if candidate and fails(candidate):
-                return instances_apart(candidate)
+            if candidate and self.fails(candidate):
+                return self.instances_apart(candidate)
         return steps
-
-    while spent < budget:
-        before = len(steps)
-        steps = singles(ddmin(cut_cycles(instances_apart(steps))))
-        if len(steps) == before:
-            break
-    return steps
