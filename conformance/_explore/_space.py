@@ -64,21 +64,7 @@ class _Space:
     # -- the BFS -----------------------------------------------------------------
     def search(self, max_states: int | None, progress: Progress | None, t0: float) -> None:
         local, n, shifts, mask = self.local, self.n, self.shifts, self.mask
-        width = n + 1
-        # Per instance i, per local id c: (moves, distinct targets, self-loop, syncs) where a move
-        # is (key delta, dest, via code) and a sync is (sync id, key delta, dest); None for a
-        # local configuration that max_states left unexpanded.
-        rows: list[list[tuple[Any, int, bool, Any] | None]] = []
-        for i in range(n):
-            sh = shifts[i]
-            row: list[tuple[Any, int, bool, Any] | None] = [None] * len(local.configs)
-            for c in range(local.expanded):
-                moves = tuple(((d - c) << sh, d, lab * width + i) for d, lab in local.moves[c])
-                syncs = tuple((sid, (d - c) << sh, d) for sid, d, _lab in local.syncs[c])
-                row[c] = (moves, len(moves), bool(local.selfloop[c]), syncs)
-            rows.append(row)
-        per_instance = list(zip(range(n), shifts, rows, strict=True))
-        moveset = local.moveset
+        per_instance = list(zip(range(n), shifts, self._rows(), strict=True))
         first_gid, first_inst = self.first_gid, self.first_inst
         ids, keys, parent, via = self.ids, self.keys, self.parent, self.via
         setdefault, add_key, add_parent, add_via = ids.setdefault, keys.append, parent.append, via.append
@@ -124,39 +110,9 @@ class _Space:
                 head -= 1
                 break
             if sync_here:
-                # sync id -> [key delta, [(instance, dest) of the instances it changes]]
-                acc: dict[int, list[Any]] = {}
-                cids = self.cids(key)
-                for i, _sh, row in per_instance:
-                    info = row[cids[i]]
-                    assert info is not None
-                    for sid, delta, d in info[3]:
-                        entry = acc.get(sid)
-                        if entry is None:
-                            entry = acc[sid] = [0, []]
-                        if delta:
-                            entry[0] += delta
-                            entry[1].append((i, d))
-                seen_targets: set[int] = set()
-                for sid in sorted(acc):
-                    delta, changed = acc[sid]
-                    if not delta:
-                        loop = True
-                        continue
-                    nk = key + delta
-                    if nk in seen_targets:
-                        continue
-                    seen_targets.add(nk)
-                    # A sync step that changes one instance exactly as one of its local steps
-                    # joins the same two states: one DiGraph edge, not two.
-                    if len(changed) != 1 or changed[0][1] not in moveset[cids[changed[0][0]]]:
-                        out += 1
-                    if setdefault(nk, count) == count:
-                        count += 1
-                        add_key(nk), add_parent(g), add_via(sid * width + n)
-                        for i, d in changed:
-                            if first_gid[d] < 0:
-                                first_gid[d], first_inst[d] = count - 1, i
+                count, more, sync_loop = self._sync_successors(key, g, count, per_instance)
+                out += more
+                loop = loop or sync_loop
             edges += out + loop
             if out == 0 and not loop:
                 if all(local.terminal[c] for c in self.cids(key)):
@@ -167,6 +123,66 @@ class _Space:
         self.head = head
         if head < count:
             self.complete = False
+
+    def _rows(self) -> list[list[tuple[Any, int, bool, Any] | None]]:
+        """Per instance i, per local id c: (moves, distinct targets, self-loop, syncs) where a
+        move is (key delta, dest, via code) and a sync is (sync id, key delta, dest); None for
+        a local configuration that max_states left unexpanded."""
+        local, width = self.local, self.n + 1
+        rows: list[list[tuple[Any, int, bool, Any] | None]] = []
+        for i, sh in enumerate(self.shifts):
+            row: list[tuple[Any, int, bool, Any] | None] = [None] * len(local.configs)
+            for c in range(local.expanded):
+                moves = tuple(((d - c) << sh, d, lab * width + i) for d, lab in local.moves[c])
+                syncs = tuple((sid, (d - c) << sh, d) for sid, d, _lab in local.syncs[c])
+                row[c] = (moves, len(moves), bool(local.selfloop[c]), syncs)
+            rows.append(row)
+        return rows
+
+    def _sync_successors(self, key: int, g: int, count: int, per_instance: list[Any]
+                         ) -> tuple[int, int, bool]:
+        """The synchronised steps out of global state ``g`` (key ``key``): new states are
+        added from id ``count``; returns the new count, the DiGraph edges they add and
+        whether one of them is a self-loop."""
+        n, width, moveset = self.n, self.n + 1, self.local.moveset
+        first_gid, first_inst, ids = self.first_gid, self.first_inst, self.ids
+        # sync id -> [key delta, [(instance, dest) of the instances it changes]]
+        acc: dict[int, list[Any]] = {}
+        cids = self.cids(key)
+        for i, _sh, row in per_instance:
+            info = row[cids[i]]
+            assert info is not None
+            for sid, delta, d in info[3]:
+                entry = acc.get(sid)
+                if entry is None:
+                    entry = acc[sid] = [0, []]
+                if delta:
+                    entry[0] += delta
+                    entry[1].append((i, d))
+        out, loop = 0, False
+        seen_targets: set[int] = set()
+        for sid in sorted(acc):
+            delta, changed = acc[sid]
+            if not delta:
+                loop = True
+                continue
+            nk = key + delta
+            if nk in seen_targets:
+                continue
+            seen_targets.add(nk)
+            # A sync step that changes one instance exactly as one of its local steps
+            # joins the same two states: one DiGraph edge, not two.
+            if len(changed) != 1 or changed[0][1] not in moveset[cids[changed[0][0]]]:
+                out += 1
+            if ids.setdefault(nk, count) == count:
+                count += 1
+                self.keys.append(nk)
+                self.parent.append(g)
+                self.via.append(sid * width + n)
+                for i, d in changed:
+                    if first_gid[d] < 0:
+                        first_gid[d], first_inst[d] = count - 1, i
+        return count, out, loop
 
     # -- paths ------------------------------------------------------------------
     def step_of(self, code: int) -> TraceStep:
