@@ -97,24 +97,11 @@ def _check_all(lines: Iterable[str | bytes], first: bool, closure_limit: int,
                 e = retried
             total += len(line)
             if len(line) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
-                if total > MAX_FILE_BYTES:
-                    raise TraceError(line_no, f"the input is over the limit of {MAX_FILE_BYTES:,} bytes")
-                raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
-                raise _unreadable(line_no, raw, ValueError())
+                raise _too_big(line_no, line, total)
             events += 1
             inst = instances.get((e.machine, e.instance))
             if inst is None:
-                r = replayers.get(e.machine)
-                if r is None:
-                    m = machines.get(e.machine)
-                    if m is None:
-                        raise TraceError(line_no, f"unknown machine {e.machine!r}; known machines are "
-                                                  f"{sorted(machines)}")
-                    r = replayers[e.machine] = _replayer(m, closure_limit)
-                if len(instances) >= MAX_INSTANCES:
-                    raise TraceError(line_no, f"more than {MAX_INSTANCES:,} instances in one check; "
-                                              "split the file by instance")
-                inst = instances[(e.machine, e.instance)] = _Instance(r, line_no)
+                inst = _open(e, line_no, replayers, instances, machines, closure_limit)
             elif inst.done:
                 continue
             r = inst.replayer
@@ -155,10 +142,36 @@ def _check_all(lines: Iterable[str | bytes], first: bool, closure_limit: int,
         raise
     if not events:
         raise TraceError(line_no, "no events: the input holds no trace line")
-    violations.sort(key=lambda v: v.line)
-    undecided.sort(key=lambda v: v.line)
-    return CheckReport(events, len(instances), time.perf_counter() - start, tuple(violations),
-                       tuple(undecided), stopped)
+    return CheckReport(events, len(instances), time.perf_counter() - start,
+                       tuple(sorted(violations, key=lambda v: v.line)),
+                       tuple(sorted(undecided, key=lambda v: v.line)), stopped)
+
+
+def _too_big(line_no: int, line: str | bytes, total: int) -> TraceError:
+    """The error for a line over its limit, or an input past the file's."""
+    if total > MAX_FILE_BYTES:
+        return TraceError(line_no, f"the input is over the limit of {MAX_FILE_BYTES:,} bytes")
+    raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+    return _unreadable(line_no, raw, ValueError())
+
+
+def _open(e: _Event, line_no: int, replayers: dict[str, _Replayer],
+          instances: dict[tuple[str, str], _Instance], machines: Mapping[str, Machine],
+          closure_limit: int) -> _Instance:
+    """The first event of an instance: its machine's replayer (made once per machine) and
+    a fresh instance, within the limit on instances."""
+    r = replayers.get(e.machine)
+    if r is None:
+        m = machines.get(e.machine)
+        if m is None:
+            raise TraceError(line_no, f"unknown machine {e.machine!r}; known machines are "
+                                      f"{sorted(machines)}")
+        r = replayers[e.machine] = _replayer(m, closure_limit)
+    if len(instances) >= MAX_INSTANCES:
+        raise TraceError(line_no, f"more than {MAX_INSTANCES:,} instances in one check; "
+                                  "split the file by instance")
+    inst = instances[(e.machine, e.instance)] = _Instance(r, line_no)
+    return inst
 
 
 def _slow_step(r: _Replayer, inst: _Instance, e: _Event, line_no: int, line: str | bytes,
