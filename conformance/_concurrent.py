@@ -444,69 +444,86 @@ def run_clients(seed: int | str, mode: Mode, plans: Sequence[Sequence[Planned]],
 
     ``classify`` turns an exception into what was observed (a refusal), or None when the
     outcome is unknown. ``admit`` may skip a planned call (it is called under a lock)."""
-    clock = _Clock()
-    team = [_Client(f"c{i}", i, list(plan)) for i, plan in enumerate(plans)]
-    scheduler = _Scheduler(seed, [c.name for c in team]) if mode == "controlled" else None
-    barrier = threading.Barrier(len(team), timeout=8)
-    ids = itertools.count()
-    lock = threading.Lock()
-
-    def body(client: _Client) -> None:
-        # Opened before the client takes part in the schedule: opening may hold a file lock
-        # across transactions (the platform's setup), and a client must never pause holding one.
-        session: Session | None = None
-        try:
-            session = open_session(client.index)
-        except Exception:
-            client.errors.append(f"client {client.name} could not start:\n"
-                                 f"{traceback.format_exc(limit=3)}")
-            barrier.abort()  # free mode: the others stop waiting for this one
-        if scheduler is not None:
-            scheduler.start(client.name)
-        try:
-            if session is None:
-                return
-            if scheduler is None:
-                barrier.wait()
-            for key, call in client.plan:
-                with lock:
-                    if not admit((key, call)):
-                        continue
-                if scheduler is not None:
-                    scheduler.yield_("call")
-                with lock:
-                    op_id = next(ids)
-                called = clock.tick()
-                output: JSON | None
-                try:
-                    output = session.perform(key, call)
-                except Exception as exc:
-                    output = classify(exc)
-                    if output is None:  # the outcome is unknown: it may or may not have applied
-                        client.errors.append(traceback.format_exc(limit=3))
-                returned = None if output is None else clock.tick()
-                client.ops.append(Operation(op_id, client.name, key, call, output, called,
-                                            returned))
-                if scheduler is not None:
-                    scheduler.yield_("return")
-        finally:
-            if scheduler is not None:
-                scheduler.finish()
-            if session is not None:
-                session.close()
-
-    previous = _db.set_boundary_hook(scheduler.yield_ if scheduler is not None else None)
+    team = _Team(seed, mode, plans, open_session, classify, admit)
+    previous = _db.set_boundary_hook(team.scheduler.yield_ if team.scheduler is not None else None)
     try:
-        threads = [threading.Thread(target=body, args=(c,), name=f"settled-{c.name}")
-                   for c in team]
+        threads = [threading.Thread(target=team.body, args=(c,), name=f"settled-{c.name}")
+                   for c in team.clients]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     finally:
         _db.set_boundary_hook(previous)
-    ops = sorted((op for c in team for op in c.ops), key=lambda o: o.call)
-    return ops, [e for c in team for e in c.errors]
+    ops = sorted((op for c in team.clients for op in c.ops), key=lambda o: o.call)
+    return ops, [e for c in team.clients for e in c.errors]
+
+
+class _Team:
+    """The clients of one :func:`run_clients`: their plans, clock, ids and scheduler."""
+
+    def __init__(self, seed: int | str, mode: Mode, plans: Sequence[Sequence[Planned]],
+                 open_session: Callable[[int], Session],
+                 classify: Callable[[Exception], JSON | None],
+                 admit: Callable[[Planned], bool]) -> None:
+        self.clients = [_Client(f"c{i}", i, list(plan)) for i, plan in enumerate(plans)]
+        self.scheduler = (_Scheduler(seed, [c.name for c in self.clients])
+                          if mode == "controlled" else None)
+        self.barrier = threading.Barrier(len(self.clients), timeout=8)
+        self.open_session, self.classify, self.admit = open_session, classify, admit
+        self.clock = _Clock()
+        self.ids = itertools.count()
+        self.lock = threading.Lock()
+
+    def body(self, client: _Client) -> None:
+        """One client's thread: open its session, then perform its plan."""
+        scheduler = self.scheduler
+        # Opened before the client takes part in the schedule: opening may hold a file lock
+        # across transactions (the platform's setup), and a client must never pause holding one.
+        session: Session | None = None
+        try:
+            session = self.open_session(client.index)
+        except Exception:
+            client.errors.append(f"client {client.name} could not start:\n"
+                                 f"{traceback.format_exc(limit=3)}")
+            self.barrier.abort()  # free mode: the others stop waiting for this one
+        if scheduler is not None:
+            scheduler.start(client.name)
+        try:
+            if session is None:
+                return
+            if scheduler is None:
+                self.barrier.wait()
+            for planned in client.plan:
+                with self.lock:
+                    if not self.admit(planned):
+                        continue
+                self.perform(client, session, planned)
+        finally:
+            if scheduler is not None:
+                scheduler.finish()
+            if session is not None:
+                session.close()
+
+    def perform(self, client: _Client, session: Session, planned: Planned) -> None:
+        """One call, timed on the shared clock: what it returned, or unknown."""
+        scheduler, (key, call) = self.scheduler, planned
+        if scheduler is not None:
+            scheduler.yield_("call")
+        with self.lock:
+            op_id = next(self.ids)
+        called = self.clock.tick()
+        output: JSON | None
+        try:
+            output = session.perform(key, call)
+        except Exception as exc:
+            output = self.classify(exc)
+            if output is None:  # the outcome is unknown: it may or may not have applied
+                client.errors.append(traceback.format_exc(limit=3))
+        returned = None if output is None else self.clock.tick()
+        client.ops.append(Operation(op_id, client.name, key, call, output, called, returned))
+        if scheduler is not None:
+            scheduler.yield_("return")
 
 
 class _WorkerSession:
