@@ -162,6 +162,33 @@ class LedgerSessionModel:
         is allowed instead)."""
         owner, turns, calls, late = state
         name, me = str(op.input["op"]), str(op.input.get("by", ""))
+        if name in ("rows", "stock", "resume", "continue_turn", "begin_turn"):
+            return self._session_outcomes(state, name, me, op)
+        index = _index(str(op.input.get("call", "")), turns)
+        if index is None:  # not registered: NotFound
+            return [], True
+        c = calls[index]
+        if name == "redeliver":
+            if c.state != L.CONTINUED and _fire(c, "reregister", (("params", "same"),)):
+                return [(state, {})], False
+            return [], True
+        if name == "run_call":
+            return _run_call(state, index, owner == me)
+        if name == "pair_call":
+            paired = _fire(c, "pair") if owner == me else None
+            if paired is None:
+                return [], True
+            return [((owner, turns, _put(calls, index, paired), late),
+                     {"result": _get(paired, "result")})], False
+        if name == "recover_call":
+            return _recover_call(state, index, owner == me)
+        raise ValueError(f"no ledger operation named {name!r}")
+
+    @staticmethod
+    def _session_outcomes(state: State, name: str, me: str, op: Operation
+                          ) -> tuple[list[tuple[State, JSON]], bool]:
+        """:meth:`_outcomes` of the operations on the session and the stores as a whole."""
+        owner, turns, calls, late = state
         latest = range((turns - 1) * CALLS, turns * CALLS)
         if name == "rows":
             return [(state, {"run": owner, "calls": [_STORED[L(c.state)] for c in calls]})], False
@@ -180,55 +207,11 @@ class LedgerSessionModel:
                              for i, c in enumerate(calls))
                 return [((owner, turns, done, late), {})], False
             return [], True
-        if name == "begin_turn":
-            if (owner == me and int(op.input["turn"]) == turns
-                    and all(calls[i].state == L.CONTINUED for i in latest)):
-                return [((owner, turns + 1, calls + (_registered(),) * CALLS, late), {})], False
-            return [], True
-        index = _index(str(op.input.get("call", "")), turns)
-        if index is None:  # not registered: NotFound
-            return [], True
-        c = calls[index]
-        if name == "redeliver":
-            if c.state != L.CONTINUED and _fire(c, "reregister", (("params", "same"),)):
-                return [(state, {})], False
-            return [], True
-        fenced_in = owner == me
-        if name == "run_call":
-            out: list[tuple[State, JSON]] = []
-            ran = _fire(c, "run") if c.state == L.REGISTERED else None
-            if ran is not None:
-                out.append(((owner, turns, _put(calls, index, ran), late),
-                            {"receipt": "success"}))
-            # A run taken over while its business call was in flight (it is not the owner:
-            # a client's calls are one at a time, so it cannot have taken the session back).
-            landed = _late_run(c) if c.state == L.RECOVERING and not fenced_in else None
-            if landed is not None:
-                out.append(((owner, turns, _put(calls, index, landed), late | {index}),
-                            {"receipt": "success"}))
-            if _get(c, "receipt") == "success":  # a replay under the same operation_id (W2)
-                out.append((state, {"receipt": "success"}))
-            return out, not (fenced_in and ran is not None)
-        if name == "pair_call":
-            paired = _fire(c, "pair") if fenced_in else None
-            if paired is None:
-                return [], True
-            return [((owner, turns, _put(calls, index, paired), late),
-                     {"result": _get(paired, "result")})], False
-        if name == "recover_call":
-            if not fenced_in or c.state != L.RECOVERING or index not in latest:
-                return [], True
-            settled: list[tuple[State, JSON]] = [
-                ((owner, turns, _put(calls, index, after), late - {index}), {})
-                for after in (_fire(c, "recover_pair"), _fire(c, "resume")) if after is not None]
-            if index in late and _get(c, "receipt") == "success":
-                # The recovery read the receipt (in the business store) before that late
-                # commit and sent the call back to registered: with its receipt, receipted;
-                # its result will be paired from the receipt, and nothing runs again.
-                settled.append(((owner, turns, _put(calls, index, Config(L.RECEIPTED, c.values)),
-                                 late - {index}), {}))
-            return settled, not settled
-        raise ValueError(f"no ledger operation named {name!r}")
+        # begin_turn
+        if (owner == me and int(op.input["turn"]) == turns
+                and all(calls[i].state == L.CONTINUED for i in latest)):
+            return [((owner, turns + 1, calls + (_registered(),) * CALLS, late), {})], False
+        return [], True
 
     def step(self, state: Hashable, op: Operation) -> Iterable[Hashable]:
         assert isinstance(state, tuple)
@@ -434,3 +417,42 @@ def run_ledger_campaign(seed: int, *, mode: Mode = DEFAULT_MODE, ops_per_client:
     return judge(History(tuple(ops), meta), LedgerSessionModel(progress), split=False,
                  shrink=shrink, out=out, start=start, run_seconds=run_seconds, errors=errors,
                  independence="not split: every call acts on the one session")
+
+
+def _run_call(state: State, index: int, fenced_in: bool) -> tuple[list[tuple[State, JSON]], bool]:
+    """``run_call``'s outcomes: the run, a run landing late, or a replay of a success."""
+    owner, turns, calls, late = state
+    c = calls[index]
+    out: list[tuple[State, JSON]] = []
+    ran = _fire(c, "run") if c.state == L.REGISTERED else None
+    if ran is not None:
+        out.append(((owner, turns, _put(calls, index, ran), late), {"receipt": "success"}))
+    # A run taken over while its business call was in flight (it is not the owner:
+    # a client's calls are one at a time, so it cannot have taken the session back).
+    landed = _late_run(c) if c.state == L.RECOVERING and not fenced_in else None
+    if landed is not None:
+        out.append(((owner, turns, _put(calls, index, landed), late | {index}),
+                    {"receipt": "success"}))
+    if _get(c, "receipt") == "success":  # a replay under the same operation_id (W2)
+        out.append((state, {"receipt": "success"}))
+    return out, not (fenced_in and ran is not None)
+
+
+def _recover_call(state: State, index: int, fenced_in: bool
+                  ) -> tuple[list[tuple[State, JSON]], bool]:
+    """``recover_call``'s outcomes: paired from its receipt, or sent back to run."""
+    owner, turns, calls, late = state
+    c = calls[index]
+    if not fenced_in or c.state != L.RECOVERING or index not in range((turns - 1) * CALLS,
+                                                                        turns * CALLS):
+        return [], True
+    settled: list[tuple[State, JSON]] = [
+        ((owner, turns, _put(calls, index, after), late - {index}), {})
+        for after in (_fire(c, "recover_pair"), _fire(c, "resume")) if after is not None]
+    if index in late and _get(c, "receipt") == "success":
+        # The recovery read the receipt (in the business store) before that late
+        # commit and sent the call back to registered: with its receipt, receipted;
+        # its result will be paired from the receipt, and nothing runs again.
+        settled.append(((owner, turns, _put(calls, index, Config(L.RECEIPTED, c.values)),
+                         late - {index}), {}))
+    return settled, not settled
