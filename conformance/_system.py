@@ -495,7 +495,6 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
     sp = _Space(system, symmetry)
     sp.classify = classify
     masks = array("q")
-    machine = system.machine
     init = system.initial_config()
     key0 = sp.canon(tuple(sp.intern(c) for c in init.instances), init.shared)
     index: dict[tuple[Any, ...], int] = {key0: 0}
@@ -509,7 +508,6 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
     domains = [frozenset(v.domain) for v in system.variables]
     complete = True
     last = t0
-    canon = sp.canon
     g = 0
     compiled, canon_of, with_of = sp._compiled, sp._canon, sp._with
     while g < len(keys):
@@ -553,22 +551,7 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
                 for name in mv.props:
                     first_bad.setdefault(("step_property", name), (g, targets[k]))
             syncs.extend((i, mv) for mv in sync_moves)
-        for new_ids, new_shared, moves, own in (_sync_and_own(sp, ids, shared, syncs) if syncs
-                                                else _own(sp, ids, shared)):
-            edges += 1
-            nk = canon(new_ids, new_shared)
-            n = index.get(nk)
-            if n is None:
-                n = index[nk] = len(keys)
-                keys.append(nk)
-                parent.append(g)
-            succ.append(n)
-            if classify is not None:
-                masks.append(_mask(classify, moves, own))
-            for _i, mv in moves:
-                sp.fired.add(id(mv.step.transition))
-                for name in mv.props:
-                    first_bad.setdefault(("step_property", name), (g, n))
+        edges += _joint_steps(sp, g, syncs, index, keys, parent, succ, masks, first_bad)
         if start == len(succ) and not all(sp.terminal[i] for i in ids):
             first_bad.setdefault(("deadlock", "deadlock"), (g, None))
         g += 1
@@ -579,17 +562,8 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
     visited = g
     findings = _findings(system, sp, keys, parent, first_bad)
     if complete:
-        trapped = _traps(sp, keys, succ_start, succ)
-        if trapped is not None:
-            findings.append(SystemFinding("trap", "trap", _TEXT["trap"], (),
-                                          _counterexample(system, sp, keys, parent, trapped)))
-        reached = {sp.configs[i].state for i in states_seen}
-        findings.extend(SystemFinding("unreached_state", st, f"no instance ever reaches state {st!r}",
-                                      ()) for st in machine.state_names if st not in reached)
-        findings.extend(SystemFinding("unfired_transition", t.trigger,
-                                      f"{t.trigger} from {list(t.source)} never fires in any instance",
-                                      t.rules) for t in machine.transitions
-                        if id(t) not in sp.fired)
+        findings.extend(_whole_space_findings(system, sp, keys, parent, succ_start, succ,
+                                              states_seen))
     # Orbit sizes depend on the instances' configurations alone: count each such tuple once.
     unreduced = (sum(sp.orbit(ids) * n for ids, n in Counter(
         map(itemgetter(0), itertools.islice(keys, visited))).items()) if symmetry else visited)
@@ -598,6 +572,54 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
                         findings, lockstep_only=lockstep_only(system.unbreakable()),
                         graph=None if classify is None else (
                             sp, keys, parent, succ_start, succ, masks, visited))
+
+
+def _joint_steps(sp: _Space, g: int, syncs: list[tuple[int, _Move]],
+                 index: dict[tuple[Any, ...], int], keys: list[tuple[Any, ...]], parent: array[int],
+                 succ: array[int], masks: array[int],
+                 first_bad: dict[tuple[str, str], tuple[int, int | None]]) -> int:
+    """The synchronised steps (``syncs``: each instance's sync moves) and the system's own
+    steps out of state ``g``, added to the graph; the number of edges they add."""
+    ids, shared = keys[g]
+    classify = sp.classify
+    added = 0
+    for new_ids, new_shared, moves, own in (_sync_and_own(sp, ids, shared, syncs) if syncs
+                                            else _own(sp, ids, shared)):
+        added += 1
+        nk = sp.canon(new_ids, new_shared)
+        n = index.get(nk)
+        if n is None:
+            n = index[nk] = len(keys)
+            keys.append(nk)
+            parent.append(g)
+        succ.append(n)
+        if classify is not None:
+            masks.append(_mask(classify, moves, own))
+        for _i, mv in moves:
+            sp.fired.add(id(mv.step.transition))
+            for name in mv.props:
+                first_bad.setdefault(("step_property", name), (g, n))
+    return added
+
+
+def _whole_space_findings(system: System, sp: _Space, keys: list[tuple[Any, ...]],
+                          parent: array[int], succ_start: array[int], succ: array[int],
+                          states_seen: set[int]) -> list[SystemFinding]:
+    """What only a complete search may say: a trap, the states no instance reaches and the
+    transitions no instance fires."""
+    machine = system.machine
+    findings: list[SystemFinding] = []
+    trapped = _traps(sp, keys, succ_start, succ)
+    if trapped is not None:
+        findings.append(SystemFinding("trap", "trap", _TEXT["trap"], (),
+                                      _counterexample(system, sp, keys, parent, trapped)))
+    reached = {sp.configs[i].state for i in states_seen}
+    findings.extend(SystemFinding("unreached_state", st, f"no instance ever reaches state {st!r}",
+                                  ()) for st in machine.state_names if st not in reached)
+    findings.extend(SystemFinding("unfired_transition", t.trigger,
+                                  f"{t.trigger} from {list(t.source)} never fires in any instance",
+                                  t.rules) for t in machine.transitions if id(t) not in sp.fired)
+    return findings
 
 
 def _mask(classify: Callable[[str, str, Any], int], moves: tuple[tuple[int, _Move], ...],
