@@ -174,6 +174,7 @@ def _concurrent_cell(cc: dict[str, Any]) -> str:
 
 
 def details(result: dict[str, Any]) -> None:
+    """Every finding and every gap of a verify report, one line each, on stderr."""
     for name, m in result["machines"].items():
         cc = m.get("concurrent", {})
         if not cc.get("checked", True):
@@ -189,49 +190,59 @@ def details(result: dict[str, Any]) -> None:
         if m["system"].get("findings"):
             err.print(f"{name}: system findings {m['system']['findings']}; run "
                       f"'settled explore {name} --queries 2' for the counterexamples")
-        sl = m.get("system_lockstep", {})
-        if not sl.get("checked", True):
-            err.print(f"{name}: system lockstep NOT CHECKED: {sl.get('why')}")
-        elif sl.get("failure") or sl.get("trace_check", {}).get("failure"):
-            err.print(f"{name}: system lockstep: {sl.get('failure') or sl['trace_check']['failure']}")
-        if sl.get("checked") and not sl.get("failure"):  # a failed run stops early
-            for label in sl.get("unfired", []):
-                err.print(f"{name}: the system campaign never fired {label}")
-            stories = sl.get("interactions", {})
-            for step, state in stories.get("missing", []):
-                err.print(f"{name}: the system campaign never performed {step} while another "
-                          f"instance was {state}")
-            if stories and not stories.get("complete"):
-                err.print(f"{name}: interactions PARTIAL: {stories.get('reachable')} found by a "
-                          "bounded search of the system's space, not all that are reachable")
-        ls = m["lockstep"]
-        if ls.get("failure"):
-            err.print(f"{name}: {ls['failure']}")
-        quiet = ls.get("quiescence", {})
-        if quiet.get("model_finding"):
-            err.print(f"{name}: quiescence: MODEL FINDING: {quiet['model_finding']}")
-        elif not quiet.get("checked", True) and not ls.get("failure"):
-            err.print(f"{name}: {quiet.get('text')}")
-        if ls.get("unfired_transitions"):
-            err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
-        for edge in ls.get("unfired_edges", []):
-            err.print(f"{name}: the campaign never fired the edge {edge}")
-        for case in ls.get("unfired_guard_alternatives", []):
-            err.print(f"{name}: the campaign never fired the guard alternative {case}")
-        for refusal in ls.get("unprobed_refusals", []):
-            err.print(f"{name}: the campaign never asked for the refusal {refusal}")
-        for value in ls.get("unfired_parameter_values", []):
-            err.print(f"{name}: the campaign never took the parameter value {value}")
-        for refusal in ls.get("refusals_never_alone", []):
-            err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
-                      "refuse the trigger: another guard fails too, or another transition of the "
-                      "trigger takes the step)")
+        _system_lockstep_details(name, m.get("system_lockstep", {}))
+        _lockstep_details(name, m["lockstep"])
         crash = m.get("crash", {})
         for failure in crash.get("failures", []):
             err.print(f"{name}: crash sweep: {failure}")
         for boundary in crash.get("never_crashed", []):
             err.print(f"{name}: the crash sweep never crashed {boundary}")
     _unchecked_details(result)
+    _view_details(result)
+
+
+def _system_lockstep_details(name: str, sl: dict[str, Any]) -> None:
+    if not sl.get("checked", True):
+        err.print(f"{name}: system lockstep NOT CHECKED: {sl.get('why')}")
+    elif sl.get("failure") or sl.get("trace_check", {}).get("failure"):
+        err.print(f"{name}: system lockstep: {sl.get('failure') or sl['trace_check']['failure']}")
+    if sl.get("checked") and not sl.get("failure"):  # a failed run stops early
+        for label in sl.get("unfired", []):
+            err.print(f"{name}: the system campaign never fired {label}")
+        stories = sl.get("interactions", {})
+        for step, state in stories.get("missing", []):
+            err.print(f"{name}: the system campaign never performed {step} while another "
+                      f"instance was {state}")
+        if stories and not stories.get("complete"):
+            err.print(f"{name}: interactions PARTIAL: {stories.get('reachable')} found by a "
+                      "bounded search of the system's space, not all that are reachable")
+
+
+def _lockstep_details(name: str, ls: dict[str, Any]) -> None:
+    if ls.get("failure"):
+        err.print(f"{name}: {ls['failure']}")
+    quiet = ls.get("quiescence", {})
+    if quiet.get("model_finding"):
+        err.print(f"{name}: quiescence: MODEL FINDING: {quiet['model_finding']}")
+    elif not quiet.get("checked", True) and not ls.get("failure"):
+        err.print(f"{name}: {quiet.get('text')}")
+    if ls.get("unfired_transitions"):
+        err.print(f"{name}: the campaign never fired {ls['unfired_transitions']}")
+    for edge in ls.get("unfired_edges", []):
+        err.print(f"{name}: the campaign never fired the edge {edge}")
+    for case in ls.get("unfired_guard_alternatives", []):
+        err.print(f"{name}: the campaign never fired the guard alternative {case}")
+    for refusal in ls.get("unprobed_refusals", []):
+        err.print(f"{name}: the campaign never asked for the refusal {refusal}")
+    for value in ls.get("unfired_parameter_values", []):
+        err.print(f"{name}: the campaign never took the parameter value {value}")
+    for refusal in ls.get("refusals_never_alone", []):
+        err.print(f"{name}: NOT PROBED ALONE: {refusal} (in no reachable state does it alone "
+                  "refuse the trigger: another guard fails too, or another transition of the "
+                  "trigger takes the step)")
+
+
+def _view_details(result: dict[str, Any]) -> None:
     views = result["views"]
     for name in views.get("stale", []):
         folder = Path(views.get("directory") or Path(result.get("root") or ".") / "diagrams")
