@@ -313,17 +313,8 @@ def _diagnose(r: _Replayer, configs: int, e: _Event, line: int, event: Mapping[s
     p = r.p
     closed, _ = r.closure(configs)
     ordered = sorted(closed, key=repr)
-    logged = [v.name for v in p.variables if v.observable]
     views = [(c, p.view(c)) for c in ordered]
-    shown = list(dict.fromkeys(
-        tuple([("state", str(c.state)), *((k, v[k]) for k in logged)]) for c, v in views))
-    hidden_vars = [v.name for v in p.variables
-                   if not v.observable and not v.ghost and v.name not in r.m.worker_vars]
-    unlogged = {k: tuple(sorted({v[k] for _, v in views}, key=repr)) for k in hidden_vars}
-    before: dict[str, Any] = {}
-    for k, *_ in shown[0] if shown else ():
-        values = list(dict.fromkeys(dict(s)[k] for s in shown))
-        before[k] = values[0] if len(values) == 1 else tuple(values)
+    shown, before, unlogged = _candidates(r, views)
     enabled = sorted({t.observable for c, _ in views for t, _after in _all_steps(r, c)
                       if t.observable})
 
@@ -347,18 +338,7 @@ def _diagnose(r: _Replayer, configs: int, e: _Event, line: int, event: Mapping[s
     every = tuple(k for k, f in failed.items() if f)
     guarded_rules = {rule for _c, _v, t in pairs for rule in t.rules
                      if any((g.name, g.text) in every for g in t.guards)}
-    expected: dict[str, list[Value]] = {}
-    for c, _v in at_source:
-        for _t, after in r.fire(c, e.trigger, params):
-            av = p.view(after)
-            if not ends_as_logged(c, after, e.from_, e.to):
-                expected.setdefault("to", []).append(str(after.state))
-            for k, x in observed.items():
-                if av[k] != x:
-                    expected.setdefault(k, []).append(av[k])
-    for k, values in expected.items():
-        obs = e.to if k == "to" else observed[k]
-        diffs += [(k, obs, x) for x in dict.fromkeys(values)]
+    diffs += _expected_diffs(r, at_source, e, params, observed)
     broken = _broken(r, pairs, e, params, observed)
     rules: set[str] = set(guarded_rules)
     for name in broken:
@@ -374,6 +354,41 @@ def _diagnose(r: _Replayer, configs: int, e: _Event, line: int, event: Mapping[s
                      tuple(dict(s) for s in shown[:SHOWN_CANDIDATES]), len(shown), unlogged,
                      tuple(enabled), every, tuple(diffs), broken,
                      tuple(sorted(rules, key=rule_sort_key)))
+
+
+def _candidates(r: _Replayer, views: list[tuple[Config, Any]]
+                ) -> tuple[list[tuple[tuple[str, Any], ...]], dict[str, Any], dict[str, Any]]:
+    """The candidate configurations as logged (distinct), the logged values before the event
+    (a tuple where candidates differ) and the values of the variables nobody logs."""
+    p = r.p
+    logged = [v.name for v in p.variables if v.observable]
+    shown = list(dict.fromkeys(
+        tuple([("state", str(c.state)), *((k, v[k]) for k in logged)]) for c, v in views))
+    hidden_vars = [v.name for v in p.variables
+                   if not v.observable and not v.ghost and v.name not in r.m.worker_vars]
+    unlogged = {k: tuple(sorted({v[k] for _, v in views}, key=repr)) for k in hidden_vars}
+    before: dict[str, Any] = {}
+    for k, *_ in shown[0] if shown else ():
+        values = list(dict.fromkeys(dict(s)[k] for s in shown))
+        before[k] = values[0] if len(values) == 1 else tuple(values)
+    return shown, before, unlogged
+
+
+def _expected_diffs(r: _Replayer, at_source: list[tuple[Config, Any]], e: _Event,
+                    params: Mapping[str, Value], observed: Mapping[str, Value]
+                    ) -> list[tuple[str, Value, Value]]:
+    """(what, logged, what the model expects) for every way the event's step could go."""
+    expected: dict[str, list[Value]] = {}
+    for c, _v in at_source:
+        for _t, after in r.fire(c, e.trigger, params):
+            av = r.p.view(after)
+            if not ends_as_logged(c, after, e.from_, e.to):
+                expected.setdefault("to", []).append(str(after.state))
+            for k, x in observed.items():
+                if av[k] != x:
+                    expected.setdefault(k, []).append(av[k])
+    return [(k, e.to if k == "to" else observed[k], x)
+            for k, values in expected.items() for x in dict.fromkeys(values)]
 
 
 def _why(r: _Replayer, e: _Event, at_source: list[Any], pairs: list[Any],
