@@ -474,9 +474,31 @@ def _replace(values: tuple[Value, ...], index: Mapping[str, int],
 
 
 def _validate(s: System) -> None:
+    """Every declaration error of ``s``, the first one raised as a :class:`DeclarationError`."""
+    _validate_variables(s)
+    _validate_steps(s)
+    if s.mutex is not None:
+        _validate_mutex(s, s.mutex)
+    m = s.machine
+    if s.worker is not None:
+        param, var = s.worker
+        if param not in {p.name for t in m.transitions for p in t.params} or \
+                var not in set(m.variable_names):
+            raise DeclarationError(f"{s.name}: worker symmetry names parameter {param!r} and "
+                                   f"variable {var!r}; both must be declared by {m.name}")
+    # The step function must run from the initial configuration (catches a broken binding).
+    try:
+        for _ in s.enabled(s.initial_config()):
+            pass
+    except (KeyError, TypeError) as e:
+        raise DeclarationError(f"{s.name}: the system's guards or effects fail on the initial "
+                               f"configuration: {e!r}") from e
+
+
+def _validate_variables(s: System) -> None:
+    """The instance count, the shared variables and the system's own variables."""
     m = s.machine
     names = set(m.variable_names)
-    triggers = set(m.triggers())
     own = [v.name for v in s.variables]
     if s.instances < 1:
         raise DeclarationError(f"{s.name}: a system needs at least one instance, got {s.instances}")
@@ -491,6 +513,13 @@ def _validate(s: System) -> None:
         if not v.domain or v.initial not in v.domain:
             raise DeclarationError(f"{s.name}: system variable {v.name!r} starts at {v.initial!r}, "
                                    f"outside its domain {list(v.domain)}")
+
+
+def _validate_steps(s: System) -> None:
+    """Sync triggers, bindings, refinements, the system's own transitions and invariants."""
+    m = s.machine
+    triggers = set(m.triggers())
+    own = [v.name for v in s.variables]
     for t in s.sync:
         if t not in triggers:
             raise DeclarationError(f"{s.name}: sync trigger {t!r} is not a trigger of {m.name}")
@@ -522,20 +551,6 @@ def _validate(s: System) -> None:
                        set(own) | {p.name for p in t2.params})
     for i in s.invariants:
         check_rules(i.rules, f"{s.name}: invariant {i.name!r}")
-    if s.mutex is not None:
-        _validate_mutex(s, s.mutex)
-    if s.worker is not None:
-        param, var = s.worker
-        if param not in params or var not in names:
-            raise DeclarationError(f"{s.name}: worker symmetry names parameter {param!r} and "
-                                   f"variable {var!r}; both must be declared by {m.name}")
-    # The step function must run from the initial configuration (catches a broken binding).
-    try:
-        for _ in s.enabled(s.initial_config()):
-            pass
-    except (KeyError, TypeError) as e:
-        raise DeclarationError(f"{s.name}: the system's guards or effects fail on the initial "
-                               f"configuration: {e!r}") from e
 
 
 def _validate_mutex(s: System, mx: Mutex) -> None:
