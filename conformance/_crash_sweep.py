@@ -332,24 +332,8 @@ def _crash_at(protocol: Protocol, factory: Callable[[], Adapter], op: Operation,
                 return
             report.child_crashed.add((op.name, k))
             report.crashed.add((op.name, k))
-        else:
-            hook = _Hook(k)
-            with _installed(hook):
-                try:
-                    adapter.perform(0, trigger, params)
-                except BaseException as exc:  # the unwinding crash, or what it set off
-                    if hook.fired is None:
-                        if not isinstance(exc, Exception):
-                            raise
-                        report.failures.append(f"{name}: the step raised before the boundary "
-                                               f"({type(exc).__name__}: {exc})")
-                        return
-            if hook.fired is None:
-                return  # never crashed: reported by never_crashed
-            if hook.fired != report.boundaries[(op.name, k)]:
-                report.failures.append(f"{name}: the re-run crossed {hook.fired} there instead "
-                                       "(the boundaries of a step must not depend on the run)")
-                return
+        elif not _crash_in_process(adapter, op, k, name, report):
+            return
         report.crashed.add((op.name, k))
         adapter.recover_crash(0, trigger, params)
         observed = _observe(adapter)
@@ -362,6 +346,39 @@ def _crash_at(protocol: Protocol, factory: Callable[[], Adapter], op: Operation,
         return
     finally:
         adapter.close()
+    _judge(protocol, adapter, op, observed, f"{name}{' (child process)' if in_child else ''}",
+           report)
+
+
+def _crash_in_process(adapter: Adapter, op: Operation, k: int, name: str,
+                      report: SweepReport) -> bool:
+    """Crash the step at its ``k``-th boundary in this process; False (with the failure
+    reported, or none when the boundary was never crossed) when there is nothing to judge."""
+    trigger, params = op.step
+    hook = _Hook(k)
+    with _installed(hook):
+        try:
+            adapter.perform(0, trigger, params)
+        except BaseException as exc:  # the unwinding crash, or what it set off
+            if hook.fired is None:
+                if not isinstance(exc, Exception):
+                    raise
+                report.failures.append(f"{name}: the step raised before the boundary "
+                                       f"({type(exc).__name__}: {exc})")
+                return False
+    if hook.fired is None:
+        return False  # never crashed: reported by never_crashed
+    if hook.fired != report.boundaries[(op.name, k)]:
+        report.failures.append(f"{name}: the re-run crossed {hook.fired} there instead "
+                               "(the boundaries of a step must not depend on the run)")
+        return False
+    return True
+
+
+def _judge(protocol: Protocol, adapter: Adapter, op: Operation, observed: Mapping[str, Value],
+           name: str, report: SweepReport) -> None:
+    """Whether what the implementation shows after the crash and restart is a state the
+    model allows there; a failure naming the nearest allowed one if not."""
     unobservable = frozenset(getattr(adapter, "unobservable", frozenset()))
     options = [(how, _projection(protocol, c, unobservable | free))
                for how, c, free in allowed(protocol, op)]
@@ -371,7 +388,7 @@ def _crash_at(protocol: Protocol, factory: Callable[[], Adapter], op: Operation,
     closest = min(options, key=lambda o: _distance(observed, o[1]))
     diffs = _diffs(observed, closest[1])
     report.failures.append(
-        f"{name}{' (child process)' if in_child else ''}: after the crash and restart the "
+        f"{name}: after the crash and restart the "
         f"implementation shows a state the model does not allow (before, after, or a crash "
         f"transition from either; nearest is {closest[0]}: {diffs})")
 
