@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from ._concurrent import DEFAULT_MODE, CampaignResult, QueryOpsModel, run_query_campaign
+from ._concurrent import DEFAULT_MODE, CampaignResult
 from ._concurrent_business import BusinessOrdersModel, run_business_campaign
 from ._concurrent_ledger import LedgerSessionModel, run_ledger_campaign
+from ._concurrent_query import QueryOpsModel, run_query_campaign
 from ._linearize import CheckResult, Model, check, cut, load_history
 from .mutants import Mutant
 from .mutants.races import RACE_MUTANTS

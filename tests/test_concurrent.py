@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from settled.conformance._concurrent import QueryOpsModel, independence, run_query_campaign
+from settled.conformance._concurrent import independence
 from settled.conformance._concurrent_business import BusinessOrdersModel, run_business_campaign
+from settled.conformance._concurrent_query import QueryOpsModel, run_query_campaign
 from settled.conformance._linearize import (
     History,
     Operation,
