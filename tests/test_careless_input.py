@@ -70,6 +70,12 @@ CASES = [
     (("explore", "--no-such-option"), 2, "No such option"),
     (("explore", "ledger", "--engine", "nope"), 2, "--engine"),
     (("explore", "query", "--engine", "spin", "--queries", "2"), 2, "not exported"),
+    (("explore", "ledger", "--engine", "spin", "--cores", "0"), 2, "at least 1"),
+    (("explore", "ledger", "--engine", "spin", "--cores", "-3"), 2, "at least 1"),
+    (("explore", "ledger", "--engine", "spin", "--cores", "4096"), 2, "processor"),
+    (("explore", "ledger", "--engine", "spin", "--cores", "two"), 2, "--cores"),
+    (("explore", "ledger", "--cores", "2"), 2, "add --engine spin"),
+    (("explore", "ledger", "--bitstate"), 2, "add --engine spin"),
     # export
     (("export", "nonsense", "--promela"), 2, "unknown machine"),
     (("export", "ledger"), 2, "--promela"),
