@@ -107,6 +107,10 @@ CASES = [
     (("mutants", "--out", "a-file"), 2, "cannot write into"),
     (("mutants", "--out", "no/such"), 2, "does not exist"),
     (("mutants", "--no-such-option"), 2, "No such option"),
+    (("mutants", "--model", "--only", "nonexistent"), 2, "no model mutant named"),
+    (("mutants", "--model", "--only", ""), 2, "no model mutant named"),
+    (("mutants", "--model", "--seed", "3"), 2, "take none of them"),
+    (("mutants", "--model", "--profile", "dev"), 2, "take none of them"),
     # demo
     (("demo", "nonsense"), 2, "No such command"),
     (("demo", "query", "--dir", "a-file"), 2, "cannot write into"),

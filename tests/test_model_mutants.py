@@ -9,8 +9,11 @@ they are marked slow. Without SPIN these tests skip in one line, except under CI
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -106,3 +109,53 @@ def test_a_liveness_mutant_a_safety_check_finds_fails_the_check() -> None:
     assert not result.found
     assert any(p.startswith("a safety check of ours") for p in result.problems)
     assert any(p.startswith("a safety check of SPIN") for p in result.problems)
+
+
+# --------------------------------------------------------------------------
+# settled mutants --model
+# --------------------------------------------------------------------------
+def _cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run([sys.executable, "-m", "settled.cli", "mutants", "--model", *args],
+                          capture_output=True, text=True, env=env)
+
+
+def test_settled_mutants_model_reports_both_engines_in_json() -> None:
+    need_spin()
+    done = _cli("--only", "ledger-resume-despite-receipt", "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == doc["exit_code"] == 0 and doc["found"] == doc["total"] == 1
+    [m] = doc["model_mutants"]
+    assert m["found"] and m["ours"] == m["spin"] and m["kind"] == GUARD_DROPPED
+    assert "`receipt == none` dropped" in m["change"]
+
+
+def test_settled_mutants_model_exits_1_for_a_mutant_not_found(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    need_spin()
+    import typer
+    from typer.testing import CliRunner
+
+    from settled import _cmd_mutants
+    from settled.conformance import _model_mutants
+
+    fake = ModelMutant("ledger-unchanged", "ledger", GUARD_DROPPED, ("L4",), "nothing",
+                       LEDGER, (("invariant", "executed_at_most_once"),))
+    monkeypatch.setattr(_model_mutants, "catalogue", lambda: (fake,))
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """settled (only the mutants command)."""
+
+    _cmd_mutants.register(app)
+    done = CliRunner().invoke(app, ["mutants", "--model"])
+    assert done.exit_code == 1, done.output
+    assert "NOT FOUND" in done.output and "PROBLEM: ours did not find" in done.output
+
+
+def test_settled_mutants_model_without_spin_is_one_line_exit_3() -> None:
+    done = _cli("--only", "ledger-resume-despite-receipt", path=os.path.dirname(sys.executable))
+    assert done.returncode == 3
+    assert done.stderr.strip().count("\n") == 0 and "apt-get install spin" in done.stderr
