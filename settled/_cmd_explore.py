@@ -414,7 +414,8 @@ def _spin_search(spin: object) -> dict[str, object]:
 
     assert isinstance(spin, SpinResult)
     doc: dict[str, object] = {"cores": spin.cores, "bitstate": spin.bitstate,
-                              "counts_are_lower_bounds": spin.bitstate}
+                              "counts_are_lower_bounds": spin.bitstate,
+                              "progress_search": "exhaustive, one core (pan -a)"}
     if spin.cores > 1:
         doc.update(handoff_depth=spin.handoff_depth, core_states=list(spin.core_states))
     if spin.bitstate:
@@ -431,7 +432,8 @@ def _spin_search_text(search: dict[str, object]) -> list[str]:
         shares = search["core_states"]
         assert isinstance(shares, list)
         lines.append(f"SPIN searched on {search['cores']} cores (multi-core depth-first, work "
-                     f"handed on at depth {search['handoff_depth']}); states stored per core: "
+                     f"handed on at depth {search['handoff_depth']}); states stored per core "
+                     "(pan's figures, its start state included): "
                      + ", ".join(f"core {i} {n:,}" for i, n in enumerate(shares)))
         idle = [str(i) for i, n in enumerate(shares) if not n]
         if idle:
@@ -446,6 +448,9 @@ def _spin_search_text(search: dict[str, object]) -> list[str]:
                      f"{search['bits_per_state']} bits per state, hash factor "
                      f"{search['hash_factor']} (pan: best if > 100), estimated coverage "
                      f"{shown}; the counts are checked as 'SPIN saw at most ours'")
+    if search["cores"] != 1 or search["bitstate"]:
+        lines.append("--cores and --bitstate set the safety search only: each progress "
+                     "property below is an exhaustive single-core search (pan -a)")
     return lines
 
 
