@@ -76,6 +76,7 @@ CASES = [
     (("explore", "ledger", "--engine", "spin", "--cores", "two"), 2, "--cores"),
     (("explore", "ledger", "--cores", "2"), 2, "add --engine spin"),
     (("explore", "ledger", "--bitstate"), 2, "add --engine spin"),
+    (("explore", "ledger", "--engine", "spin", "--cores", "2", "--bitstate"), 2, "bound nothing"),
     # export
     (("export", "nonsense", "--promela"), 2, "unknown machine"),
     (("export", "ledger"), 2, "--promela"),
