@@ -508,10 +508,14 @@ class SpinResult:
     ``states`` is pan's "states, stored" minus 1 (the process before its first d_step,
     which checks the initial configuration); ``steps`` is pan's "transitions" (stored +
     matched) minus 2 (pan counts the root as a transition, and that first d_step) minus
-    one ``timeout`` self-loop per configuration without steps (``no_step_states``: the
-    search runs with pan's ``-DPRINTF`` and the ``timeout`` option prints ``@T``, executed
-    exactly once per such stored state in a breadth-first search, so pan counts them
-    itself; the labels' ``@L`` prints are left out of that run)."""
+    one ``timeout`` self-loop per configuration without steps (``no_step_states``: in the
+    counting run the ``timeout`` option writes ``@T`` to pan's standard error, executed
+    exactly once per such stored state, so pan counts them itself; the labels' ``@L``
+    prints are left out of that run).
+
+    With ``bitstate`` every count is a LOWER bound: a state whose hash bits were all set
+    by other states is taken for seen and not expanded, so its steps and its successors
+    may be missing too. :attr:`coverage_estimate` says how likely that was."""
 
     model: str
     stored: int
@@ -528,6 +532,29 @@ class SpinResult:
     compile_seconds: float
     no_step_states: int = 0
     raw: str = field(repr=False, default="")
+    cores: int = 1
+    handoff_depth: int | None = None  # multi-core: pan's -z
+    core_states: tuple[int, ...] = ()  # multi-core: states each core stored (pan's %g figure)
+    hash_bits: int | None = None  # bitstate: the hash array holds 2**hash_bits bits (-w)
+    bits_per_state: int | None = None  # bitstate: pan's -k
+
+    @property
+    def coverage_estimate(self) -> float | None:
+        """Bitstate only: a first-order estimate of the fraction of states pan saw.
+
+        pan prints the hash factor ``h`` (bits in the array per stored state) and the bits
+        set per state ``k``. When the last state was stored, each of its ``k`` bits was set
+        already with probability at most ``1 - e^(-k/h)``, so a new state was taken for a
+        seen one with probability at most ``p = (1 - e^(-k/h))^k``, and every state before
+        it with less. The estimate is ``1 - p``: it counts the states mistaken for seen
+        ones, not the states reached only through them, so it is an estimate, not a bound.
+        None without bitstate, or when pan printed no hash factor."""
+        import math
+
+        if not self.bitstate or not self.hash_factor or not self.bits_per_state:
+            return None
+        k = self.bits_per_state
+        return 1.0 - (1.0 - math.exp(-k / self.hash_factor)) ** k
 
     @property
     def states(self) -> int:
@@ -553,7 +580,19 @@ def tools() -> tuple[str, str]:
     return spin, cc
 
 
-_ERROR = re.compile(r"^pan:\d+: assertion violated \(fail!=(\d+)\) \(at depth (\d+)\)", re.M)
+_ERROR = re.compile(r"^(?:cpu\d+: )?pan:\d+: assertion violated \(fail!=(\d+)\) "
+                    r"\(at depth (\d+)\)", re.M)
+# One line per core at the end of a multi-core run: that core's depth, states, transitions.
+_CORE = re.compile(r"^cpu(\d+): Depth=\s*\d+ States=\s*([\d.e+]+) Transitions=", re.M)
+# The deadlock option's mark in the counting run: one write(2) of three bytes per execution,
+# never split or interleaved by the other cores' buffered output (a pipe writes at most
+# PIPE_BUF bytes atomically), where a buffered printf of several processes could be.
+_MARK = 'c_code { (void) write(2, "@T\\n", 3); }'
+# pan's default hand-off depth in multi-core mode (-z): a state at that depth goes to the
+# next core's work queue. Smaller values crash pan 6.5.2 here (segmentation fault on the
+# query machine), so it is left at pan's default and reported.
+HANDOFF_DEPTH = 20
+HASH_BITS = 28  # bitstate: pan's -w28, a 2^28-bit (32 MB) hash array
 
 
 def _num(pattern: str, text: str, cast: Callable[[str], Any] = int) -> Any:
@@ -569,19 +608,43 @@ def _keep_only(k: int) -> Callable[[re.Match[str]], str]:
 
 
 def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
-             memory_mb: int = 4096, trails: bool = True,
-             optimize: str = "-O0") -> SpinResult:
-    """Explore ``model`` with pan, breadth-first, every error counted (``-c0``), then one
-    shortest trail per failing check, replayed and mapped to our labels.
+             memory_mb: int = 4096, trails: bool = True, optimize: str = "-O0",
+             hash_bits: int = HASH_BITS) -> SpinResult:
+    """Explore ``model`` with pan, every error counted (``-c0``), then one shortest trail per
+    failing check, replayed and mapped to our labels.
+
+    One core: a breadth-first search (``-DBFS``), so the first error of each check is at
+    its shortest depth. ``cores`` > 1: SPIN's multi-core depth-first search (pan compiled
+    with ``-DNCORE=<cores>``, one shared state table, work handed to the next core at depth
+    :data:`HANDOFF_DEPTH`); the per-core state counts are in :attr:`SpinResult.core_states`.
+    ``bitstate``: pan's bitstate hashing (``-DBITSTATE``, a ``2**hash_bits``-bit array,
+    pan's default 3 bits per state): a state whose bits are all set already is taken for
+    seen, so the counts are a lower bound (:attr:`SpinResult.coverage_estimate`). Bitstate
+    runs on one core only: pan's multi-core bitstate search sets its shared bits without a
+    lock and may store a state twice, so its counts would bound nothing (ValueError). The
+    trails always come from a single-core breadth-first search of the one failing check
+    (bitstate too when ``bitstate``), so they are shortest whatever the search was.
 
     ``optimize`` is the C compiler's flag for ``pan``: ``-O0`` compiles the query
     machine's ``pan.c`` in about 9 s here, ``-O2`` in about 50 s, for a search of under a
-    second either way."""
+    second either way. spin, cc or pan failing (pan killed by a signal, or ending without
+    its report) is :class:`SpinFailed`."""
+    import signal
     import subprocess
     import tempfile
     import time
     from pathlib import Path
 
+    if cores < 1:
+        raise ValueError(f"run_spin: cores must be at least 1, got {cores}")
+    if bitstate and cores > 1:
+        # pan's multi-core bitstate search sets the shared bits without a lock: two cores
+        # reaching one state together both store it (18,057 stored of the query machine's
+        # 18,054 here), so its counts are neither lower nor upper bounds.
+        raise ValueError("run_spin: bitstate with several cores stores some states twice; "
+                         "its counts bound nothing")
+    if bitstate and not 10 <= hash_bits <= 40:
+        raise ValueError(f"run_spin: hash_bits {hash_bits} is outside 10..40")
     spin, cc = tools()
     with tempfile.TemporaryDirectory(prefix="settled-spin-") as tmp:
         work = Path(tmp)
@@ -597,21 +660,31 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
                     raise SpinFailed(f"{Path(cmd[0]).name} failed: {last[0]}")
             return time.perf_counter() - t0
 
-        flags = ["-DNOREDUCE", "-DSAFETY", f"-DMEMLIM={memory_mb}"]
+        def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+            done = subprocess.run(args, cwd=work, capture_output=True, text=True)
+            if done.returncode < 0:
+                try:
+                    name = signal.Signals(-done.returncode).name
+                except ValueError:
+                    name = f"signal {-done.returncode}"
+                raise SpinFailed(f"pan was killed by {name} "
+                                 f"({'multi-core, ' if cores > 1 else ''}"
+                                 f"{'bitstate, ' if bitstate else ''}{memory_mb} MB limit)")
+            return done
+
+        base = ["-DNOREDUCE", "-DSAFETY", f"-DMEMLIM={memory_mb}"]
         if bitstate:
-            flags.append("-DBITSTATE")
-        if cores > 1:
-            flags.append(f"-DNCORE={cores}")
-        else:
-            flags.append("-DBFS")  # breadth-first: the first error of each check is a shortest
-        flags.append("-DPRINTF")  # the deadlock option's "@T", counted below
+            base.append("-DBITSTATE")
+        flags = [*base, f"-DNCORE={cores}" if cores > 1 else "-DBFS"]
         counting = re.sub(r'\n\s*printf\("@L \d+\\n"\);', "", model.text)
+        counting = counting.replace('printf("@T\\n");', _MARK)
         compile_s = build(counting, flags)
-        args = ["./pan", "-c0", "-m10000000"]
+        # the depth-first stack of a multi-core run takes -m entries of memory (53 MB here)
+        args = ["./pan", "-c0", "-m1000000" if cores > 1 else "-m10000000"]
         if bitstate:
-            args.append("-w28")
+            args.append(f"-w{hash_bits}")
         t0 = time.perf_counter()
-        done = subprocess.run(args, cwd=work, capture_output=True, text=True)
+        done = run(args)
         seconds = time.perf_counter() - t0
         out = done.stdout + done.stderr
         if "states, stored" not in out:
@@ -621,14 +694,13 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
         for m in _ERROR.finditer(out):
             first.setdefault(int(m.group(1)), int(m.group(2)))
         findings = [SpinFinding(model.checks[k - 1], d) for k, d in sorted(first.items())]
-        if trails and cores == 1:
+        if trails:
             for f in findings:
                 k = model.checks.index(f.check) + 1
                 only = model.text.replace("byte fail;", f"byte fail;\n#define ONLY {k}", 1)
                 only = re.sub(r"assert\(fail != (\d+)\)", _keep_only(k), only)
-                build(only, ["-DNOREDUCE", "-DSAFETY", "-DBFS", f"-DMEMLIM={memory_mb}"])
-                subprocess.run(["./pan", "-c1", "-m10000000"], cwd=work, capture_output=True,
-                               text=True)
+                build(only, [*base, "-DBFS"])
+                run(["./pan", "-c1", "-m10000000", *args[3:]])
                 if not (work / "model.pml.trail").exists():
                     raise SpinFailed(f"pan wrote no trail for {f.check.kind} {f.check.name}")
                 replay = subprocess.run([spin, "-t", "-B", "model.pml"], cwd=work,
@@ -639,6 +711,9 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
     stored = _num(r"^\s*(\d+) states, stored", out)
     matched = _num(r"^\s*(\d+) states, matched", out)
     hash_factor = _num(r"hash factor: ([\d.e+]+)", out, float)
+    per_core: dict[int, int] = {}
+    for m in _CORE.finditer(out):  # the last line of each core is its total
+        per_core[int(m.group(1))] = int(float(m.group(2)))
     return SpinResult(
         model=model.protocol.name, stored=stored, matched=matched,
         transitions=_num(r"^\s*(\d+) transitions", out), depth=_num(r"depth reached (\d+)", out),
@@ -648,7 +723,11 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
         bitstate=bitstate, hash_factor=hash_factor,
         complete="search not completed" not in out and "max search depth too small" not in out,
         compile_seconds=round(compile_s, 3), raw=out,
-        no_step_states=len(re.findall(r"^@T$", done.stdout, re.M)))
+        no_step_states=len(re.findall(r"^@T$", done.stderr, re.M)),
+        cores=cores, handoff_depth=HANDOFF_DEPTH if cores > 1 else None,
+        core_states=tuple(per_core.get(c, 0) for c in range(cores)) if cores > 1 else (),
+        hash_bits=hash_bits if bitstate else None,
+        bits_per_state=_num(r"bits set per state: (\d+)", out) if bitstate else None)
 
 
 def findings(model: PromelaModel, result: SpinResult) -> list[Any]:
@@ -697,30 +776,67 @@ def our_steps(result: Any) -> int:
 
 @dataclass
 class Agreement:
-    """Our explorer's states, labelled steps and findings against SPIN's."""
+    """Our explorer's states, labelled steps and findings against SPIN's.
+
+    ``bound`` is ``equal`` (an exhaustive SPIN search: every figure must be equal) or
+    ``at_most`` (a bitstate search, whose counts are lower bounds: SPIN must have seen at
+    most our states and steps, and found only findings we found). An ``at_most`` agreement
+    that saw less than we did is :attr:`partial`: it passes by leaving something out, and
+    says so."""
 
     model: str
     ours: dict[str, Any]
     spin: dict[str, Any]
+    bound: str = "equal"
 
     @property
     def disagreements(self) -> list[str]:
-        return [f"{k}: ours {self.ours[k]!r}, SPIN {self.spin[k]!r}" for k in self.ours
-                if self.ours[k] != self.spin[k]]
+        out = []
+        for k in self.ours:
+            mine, theirs = self.ours[k], self.spin[k]
+            if self.bound == "equal" and mine != theirs:
+                out.append(f"{k}: ours {mine!r}, SPIN {theirs!r}")
+            elif self.bound == "at_most" and k == "findings":
+                extra = [f for f in theirs if f not in mine]
+                if extra:
+                    out.append(f"findings: SPIN's bitstate search found {extra!r}, ours did not")
+            elif self.bound == "at_most" and theirs > mine:
+                out.append(f"{k}: SPIN's bitstate search saw {theirs!r}, more than our "
+                           f"{mine!r}: a bitstate count is a lower bound")
+        return out
 
     @property
     def agree(self) -> bool:
         return not self.disagreements
 
+    @property
+    def partial(self) -> bool:
+        """A bitstate search that saw fewer states, steps or findings than ours."""
+        return self.bound == "at_most" and any(self.spin[k] != self.ours[k] for k in self.ours)
+
+    @property
+    def missed(self) -> list[str]:
+        """What a partial search left out, in words."""
+        if not self.partial:
+            return []
+        out = [f"{k}: SPIN saw {self.spin[k]:,} of our {self.ours[k]:,}"
+               for k in ("states", "steps") if self.spin[k] != self.ours[k]]
+        left = [f for f in self.ours["findings"] if f not in self.spin["findings"]]
+        if left:
+            out.append(f"findings: SPIN did not find {left!r}")
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "ours": self.ours, "spin": self.spin, "agree": self.agree,
-                "disagreements": self.disagreements}
+                "disagreements": self.disagreements, "bound": self.bound,
+                "partial": self.partial, "missed": self.missed}
 
 
 def compare(result: Any, spin: SpinResult) -> Agreement:
     """States, labelled steps and the (kind, property) findings of the safety checks both
     engines make: invariants, step properties, domains, and whether a deadlock exists (pan
-    reports the first per check, our explorer every deadlocked state)."""
+    reports the first per check, our explorer every deadlocked state). A bitstate search
+    is held to "at most ours" (:class:`Agreement`)."""
     ours_found = {(f.kind, f.name) for f in result.violations}
     ours_found |= {("deadlock", "")} if result.deadlocks else set()
     spin_found = {(f.check.kind, f.check.name) for f in spin.findings}
@@ -728,7 +844,8 @@ def compare(result: Any, spin: SpinResult) -> Agreement:
                      {"states": result.states, "steps": our_steps(result),
                       "findings": [list(f) for f in sorted(ours_found)]},
                      {"states": spin.states, "steps": spin.steps,
-                      "findings": [list(f) for f in sorted(spin_found)]})
+                      "findings": [list(f) for f in sorted(spin_found)]},
+                     "at_most" if spin.bitstate else "equal")
 
 
 # --------------------------------------------------------------------------

@@ -44,8 +44,20 @@ def mutants(
     no_tour: Annotated[bool, typer.Option("--no-tour", help="Switch the directed tour off: "
                                           "the random phase alone hunts each mutant (the JSON's "
                                           "random_only_kill_rate).")] = False,
+    model: Annotated[bool, typer.Option("--model", help="Check the MODEL mutants instead (a "
+                                        "declared machine with one change), each with our "
+                                        "explorer and SPIN; --only names them.")] = False,
 ) -> None:
     """Run every mutant of the implementation through the lockstep kit; all must be killed."""
+    if model:
+        if profile_name != "ci" or seed is not None or out_dir is not None or no_tour:
+            err.print("settled mutants --model: --profile, --seed, --out and --no-tour set the "
+                      "lockstep kit's campaigns; the model mutants take none of them")
+            raise typer.Exit(2)
+        from settled._cmd_model_mutants import run_model_mutants
+
+        run_model_mutants(as_json, only)
+        return
     try:
         settings = profile(profile_name)
         if only:

@@ -249,3 +249,133 @@ def test_a_liveness_mutant_is_a_lasso_for_both_engines() -> None:
              (s for s in spin.prefix if s is not None)]
     configs = replay(mutant, steps)
     assert any(c[0].state == "pending_approval" for c in configs)
+
+
+# --------------------------------------------------------------------------
+# SPIN's multi-core and bitstate searches
+# --------------------------------------------------------------------------
+def test_a_multi_core_search_splits_the_query_machine_and_counts_what_one_core_counts() -> None:
+    """pan compiled with -DNCORE=2: both cores store states of the query machine (its paths
+    reach the hand-off depth), and the shared table's counts, steps and findings equal our
+    explorer's, as the single-core search's do."""
+    need_spin()
+    from settled.model import QUERY
+
+    ours, spin = explore(QUERY), run_spin(render_machine(QUERY), cores=2)
+    agreement = compare(ours, spin)
+    assert spin.complete and spin.cores == 2 and spin.handoff_depth == 20
+    assert agreement.agree and agreement.bound == "equal", agreement.disagreements
+    assert len(spin.core_states) == 2 and all(n > 0 for n in spin.core_states), spin.core_states
+    # pan prints each core's share rounded (%g): together they are the states stored
+    assert abs(sum(spin.core_states) - spin.stored) <= 0.01 * spin.stored
+
+
+def test_a_multi_core_search_finds_a_planted_violation_with_a_shortest_trail() -> None:
+    need_spin()
+    p = planted()
+    spin = run_spin(render_machine(p), cores=2)
+    [f] = [f for f in spin.findings if f.check.name == "planted_never_paired"]
+    mine = next(v for v in explore(p).violations if v.name == "planted_never_paired")
+    assert mine.counterexample is not None
+    # the trail comes from a single-core breadth-first search of that check alone
+    assert len(f.steps) == len(mine.counterexample.steps)
+    assert compare(explore(p), spin).agree
+
+
+def test_a_bitstate_search_with_a_tiny_hash_array_is_partial_and_says_so() -> None:
+    """2^10 bits for the approval machine's 271 states: hash collisions make pan take new
+    states for seen ones. Its counts are lower than ours, the hash factor and the coverage
+    estimate say so, and the agreement is 'at most ours': it holds, and is partial."""
+    need_spin()
+    from settled.model import APPROVAL
+
+    ours = explore(APPROVAL)
+    tiny = run_spin(render_machine(APPROVAL), bitstate=True, hash_bits=10)
+    agreement = compare(ours, tiny)
+    assert tiny.states < ours.states and tiny.hash_bits == 10 and tiny.bits_per_state == 3
+    assert tiny.hash_factor is not None and tiny.hash_factor < 100
+    cov = tiny.coverage_estimate
+    assert cov is not None and cov < 0.999
+    assert agreement.bound == "at_most" and agreement.agree and agreement.partial
+    assert any(m.startswith("states: SPIN saw") for m in agreement.missed)
+    # the default array (2^28 bits) sees every state: equal counts, not partial
+    full = run_spin(render_machine(APPROVAL), bitstate=True)
+    whole = compare(ours, full)
+    assert full.states == ours.states and whole.agree and not whole.partial
+    assert full.coverage_estimate is not None and full.coverage_estimate > 0.999999
+    # ...and a bitstate search that saw MORE than we did disagrees
+    full.stored += 1
+    assert not compare(ours, full).agree
+
+
+def test_explore_engine_spin_bitstate_partial_exits_3_loudly(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    need_spin()
+    import typer
+    from typer.testing import CliRunner
+
+    from settled import _cmd_explore
+    from settled.conformance import _promela
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """settled (only the explore command)."""
+
+    _cmd_explore.register(app)
+    real = _promela.run_spin
+    monkeypatch.setattr(_promela, "run_spin",
+                        lambda m, **kw: real(m, **{**kw, "hash_bits": 10}))
+    done = CliRunner().invoke(app, ["explore", "approval", "--engine", "spin", "--bitstate"])
+    assert done.exit_code == 3, done.output
+    assert "LOWER BOUNDS" in done.output and "PARTIAL" in done.output
+    assert "estimated coverage" in done.output and "hash factor" in done.output
+    done = CliRunner().invoke(app, ["explore", "approval", "--engine", "spin", "--bitstate",
+                                    "--json"])
+    doc = json.loads(done.output)
+    assert done.exit_code == doc["exit_code"] == 3 and doc["partial"] and doc["agree"]
+    assert doc["bound"] == "at_most" and doc["spin_search"]["counts_are_lower_bounds"]
+    assert doc["spin_search"]["coverage_estimate"] < 0.999
+
+
+def test_explore_engine_spin_cores_and_bitstate_each_agree_on_the_ledger() -> None:
+    need_spin()
+    done = cli("explore", "ledger", "--engine", "spin", "--bitstate", "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0 and doc["agree"] and not doc["partial"], done.stdout
+    search = doc["spin_search"]
+    assert search["cores"] == 1 and search["bitstate"] and search["hash_bits"] == 28
+    assert search["coverage_estimate"] > 0.999999
+    done = cli("explore", "ledger", "--engine", "spin", "--cores", "2", "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0 and doc["agree"] and doc["bound"] == "equal", done.stdout
+    assert doc["spin_search"]["cores"] == 2 and len(doc["spin_search"]["core_states"]) == 2
+    text = cli("explore", "ledger", "--engine", "spin", "--cores", "2")
+    # the ledger's paths are shorter than the hand-off depth: said, not hidden
+    assert text.returncode == 0 and "took no work" in text.stdout, text.stdout
+
+
+def test_bitstate_on_several_cores_is_refused() -> None:
+    """pan's multi-core bitstate search can store a state twice (its shared bits have no
+    lock), so its counts bound nothing: refused by the API and the command line alike."""
+    with pytest.raises(ValueError, match="bound nothing"):
+        run_spin(render_machine(LEDGER), bitstate=True, cores=2)
+
+
+def test_a_spin_build_that_fails_under_cores_is_a_one_line_error(tmp_path: Any) -> None:
+    """A C compiler that cannot build pan (here one that always fails): exit 3, one line
+    naming the failing tool, whatever --cores asked for."""
+    from pathlib import Path
+
+    need_spin()
+    bin_dir = Path(str(tmp_path))
+    cc = bin_dir / "cc"
+    cc.write_text("#!/bin/sh\necho 'pan.c: error: NCORE needs shared memory' >&2\nexit 1\n")
+    cc.chmod(0o755)
+    spin = shutil.which("spin")
+    assert spin is not None
+    (bin_dir / "spin").symlink_to(spin)
+    path = f"{bin_dir}:{os.path.dirname(sys.executable)}:/usr/bin:/bin"
+    done = cli("explore", "ledger", "--engine", "spin", "--cores", "2", path=path)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "cc failed" in done.stderr
