@@ -423,34 +423,3 @@ def _in_child(adapter: Adapter, trigger: str, params: Mapping[str, Value], k: in
         return True
     return {2: "finished the step without reaching the boundary",
             3: "raised before the boundary"}.get(code, f"exited with {code}")
-
-
-def sweep_machine(machine: str, store: str | None = None,
-                  adapter_class: Callable[..., Adapter] | None = None) -> SweepReport:
-    """The sweep of a bundled machine's implementation (one instance driven): ``store`` a
-    postgresql:// URL where the implementation has a PostgreSQL store (query, approval),
-    else SQLite files; ``adapter_class`` a mutant's adapter in place of the bundled one."""
-    from settled.impl.shared._pg import redact
-
-    from ._suites import SUITES
-
-    if machine not in SUITES:
-        raise ValueError(f"no crash sweep for {machine!r}; the machines are {sorted(SUITES)}")
-    protocol = SUITES[machine]().protocol
-    factory: Callable[[], Adapter]
-    extra: dict[str, Any] = {} if store is None else {"store": store}
-    if machine == "query":
-        from ._query_adapter import QueryAdapter
-        query_cls: Callable[..., Adapter] = adapter_class or QueryAdapter
-        factory = lambda: query_cls(1, 2, **extra)  # noqa: E731
-    elif machine == "approval":
-        from ._approval_adapter import ApprovalAdapter
-        approval_cls: Callable[..., Adapter] = adapter_class or ApprovalAdapter
-        factory = lambda: approval_cls(1, **extra)  # noqa: E731
-    else:
-        from ._ledger_adapter import LedgerAdapter
-        ledger_cls: Callable[..., Adapter] = adapter_class or LedgerAdapter
-        factory = lambda: ledger_cls(1)  # noqa: E731
-        store = None  # the ledger runtime keeps SQLite files only
-    where = "SQLite files" if store is None else f"PostgreSQL {redact(store)}"
-    return sweep(protocol, factory, machine=machine, store=where)

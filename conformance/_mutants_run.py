@@ -183,7 +183,7 @@ def _crash_mutant(mutant: Mutant) -> MutantResult:
     """A crash-window mutant: killed when the crash sweep finds a state the model does not
     allow (or a boundary it could not crash: the sweep then fails as well, so a kill is only
     counted with a failure naming a boundary)."""
-    from ._crash_sweep import sweep_machine
+    from ._suites import sweep_machine
 
     start = time.perf_counter()
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 
@@ -18,6 +19,7 @@ from settled.model import Protocol, build_query_machine
 from settled.model._system import System
 
 from ._adapter import Adapter
+from ._crash_sweep import SweepReport, sweep
 from ._lockstep import make_lockstep
 
 
@@ -156,3 +158,32 @@ def ledger_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSui
 
 
 SYSTEM_SUITES["ledger_system"] = ledger_system_suite
+
+
+def sweep_machine(machine: str, store: str | None = None,
+                  adapter_class: Callable[..., Adapter] | None = None) -> SweepReport:
+    """The sweep of a bundled machine's implementation (one instance driven): ``store`` a
+    postgresql:// URL where the implementation has a PostgreSQL store (query, approval),
+    else SQLite files; ``adapter_class`` a mutant's adapter in place of the bundled one."""
+    from settled.impl.shared._pg import redact
+
+    if machine not in SUITES:
+        raise ValueError(f"no crash sweep for {machine!r}; the machines are {sorted(SUITES)}")
+    protocol = SUITES[machine]().protocol
+    factory: Callable[[], Adapter]
+    extra: dict[str, Any] = {} if store is None else {"store": store}
+    if machine == "query":
+        from ._query_adapter import QueryAdapter
+        query_cls: Callable[..., Adapter] = adapter_class or QueryAdapter
+        factory = lambda: query_cls(1, 2, **extra)  # noqa: E731
+    elif machine == "approval":
+        from ._approval_adapter import ApprovalAdapter
+        approval_cls: Callable[..., Adapter] = adapter_class or ApprovalAdapter
+        factory = lambda: approval_cls(1, **extra)  # noqa: E731
+    else:
+        from ._ledger_adapter import LedgerAdapter
+        ledger_cls: Callable[..., Adapter] = adapter_class or LedgerAdapter
+        factory = lambda: ledger_cls(1)  # noqa: E731
+        store = None  # the ledger runtime keeps SQLite files only
+    where = "SQLite files" if store is None else f"PostgreSQL {redact(store)}"
+    return sweep(protocol, factory, machine=machine, store=where)

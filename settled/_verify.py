@@ -342,7 +342,7 @@ def check_concurrent(machine: str, seed: int, store: str | None = None) -> dict[
 
 def check_crash(machine: str, store: str | None = None) -> dict[str, Any]:
     """The crash sweep of ``machine``'s implementation, or why it could not run."""
-    from settled.conformance._crash_sweep import sweep_machine
+    from settled.conformance._suites import sweep_machine
 
     if machine not in SUITES:
         return {"ok": False, "boundaries": 0, "crashed": 0,

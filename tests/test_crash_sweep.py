@@ -20,9 +20,9 @@ from settled.conformance._crash_sweep import (
     allowed,
     operations,
     sweep,
-    sweep_machine,
 )
 from settled.conformance._ledger_adapter import LedgerAdapter
+from settled.conformance._suites import sweep_machine
 from settled.conformance.mutants import Mutant, all_mutants
 from settled.conformance.mutants.crash import MUTANTS
 from settled.impl.shared._crash import install_boundary_hook, unwatched, watched
