@@ -37,7 +37,7 @@ The contract:
   a difference under an unchanged version is an :class:`AdapterError`.
 
 - ``recover_crash(i, trigger, params)`` (optional, for the crash sweep,
-  ``conformance/_crash_sweep.py``): a crash at a durable boundary unwound the
+  ``conformance/_lockstep/_crash_sweep.py``): a crash at a durable boundary unwound the
   step ``trigger`` on ``i`` with no cleanup (a
   :class:`~settled.impl.shared._crash.CrashNow` raised at a commit or after a
   platform call; it may have left a transaction open); close what the dead

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from settled.conformance._lockstep._shrink import Invalid
 from settled.model import MACHINES, Protocol
 from settled.model._system import System
 
@@ -47,7 +48,6 @@ from ._lockstep import (
 from ._lockstep._quiesce import factory_reason
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
-from ._shrink import Invalid
 
 AdapterFactory = Callable[[], Adapter]
 

@@ -63,13 +63,13 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, i
 from settled._demo_approval import bench_approval
 from settled._demo_ledger import bench_ledger
 from settled.conformance import _trace
+from settled.conformance._bundled._races import bench as bench_concurrent
+from settled.conformance._bundled._suites import query_suite
 from settled.conformance._explore import explore, explore_via_transitions
+from settled.conformance._explore._system import explore_system
 from settled.conformance._liveness import check_machine
 from settled.conformance._lockstep import MIN_STEPS
-from settled.conformance._races import bench as bench_concurrent
-from settled.conformance._suites import query_suite
-from settled.conformance._system import explore_system
-from settled.conformance._tracegen import event_of
+from settled.conformance._trace._tracegen import event_of
 from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
 from settled.impl.query._store import QueryStore, utc_now
 from settled.impl.query._worker import Worker
@@ -712,7 +712,7 @@ def _spin_figures(p: Protocol, table: Any, table_s: float, say: Say) -> dict[str
     """SPIN (``pan``, compiled from the Promela export) on the same machine in the same run:
     its search seconds against the explorer's, and both counts; a disagreement stops the
     bench. Without spin the figures are None and ``spin_skipped`` says why, in one line."""
-    from settled.conformance._promela import (
+    from settled.conformance._explore._promela import (
         SpinFailed,
         SpinUnavailable,
         compare,

@@ -15,9 +15,9 @@ from rich.text import Text
 from settled._output import emit
 from settled._paths import OutputPathError, writable_dir, writable_file
 from settled.conformance._explore import ExploreResult, explore
+from settled.conformance._explore._system import explore_system
 from settled.conformance._itf import write_itf
 from settled.conformance._liveness import check_machine, check_system, system_classifier
-from settled.conformance._system import explore_system
 from settled.model import MACHINES, Protocol, build_query_machine
 from settled.model.systems import (
     SYSTEMS,
@@ -315,7 +315,7 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
     a property unchecked, or when a bitstate search saw less than our explorer (a partial
     check). ``cores`` and ``bitstate`` set the safety search; each progress property is
     always an exhaustive single-core search (pan -a)."""
-    from settled.conformance._promela import (
+    from settled.conformance._explore._promela import (
         ExportError,
         SpinFailed,
         SpinUnavailable,
@@ -416,7 +416,7 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
 def _spin_search(spin: object) -> dict[str, object]:
     """How pan searched: cores, hand-off depth and per-core states; bitstate's array size,
     hash factor and coverage estimate."""
-    from settled.conformance._promela import SpinResult
+    from settled.conformance._explore._promela import SpinResult
 
     assert isinstance(spin, SpinResult)
     doc: dict[str, object] = {"cores": spin.cores, "bitstate": spin.bitstate,

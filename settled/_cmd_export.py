@@ -1,5 +1,5 @@
 """``settled export --promela MACHINE``: the declared machine as a Promela model for SPIN,
-rendered from its expressions (``conformance/_promela.py``)."""
+rendered from its expressions (``conformance/_explore/_promela.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def export_command(
 ) -> None:
     """Write the machine as a Promela model; exit 2 for an unknown machine or an
     unwritable path, 3 when the renderer cannot write a declaration."""
-    from settled.conformance._promela import ExportError, render_machine
+    from settled.conformance._explore._promela import ExportError, render_machine
 
     if not promela:
         err.print("settled export: name the format: --promela (the only one so far)")

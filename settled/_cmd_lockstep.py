@@ -29,8 +29,8 @@ from settled._paths import OutputPathError, writable_dir
 from settled.conformance._profiles import PROFILES
 from settled.model import MACHINES
 
-BUNDLED = {"query": "settled.conformance._query_adapter:QueryAdapter",
-           "approval": "settled.conformance._approval_adapter:ApprovalAdapter"}
+BUNDLED = {"query": "settled.conformance._bundled._query_adapter:QueryAdapter",
+           "approval": "settled.conformance._bundled._approval_adapter:ApprovalAdapter"}
 
 
 class _BadInput(Exception):

@@ -18,8 +18,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def run_model_mutants(as_json: bool, only: list[str] | None) -> None:
-    from settled.conformance._model_mutants import LIVENESS, MutantCheck, catalogue, check
-    from settled.conformance._promela import SpinFailed, SpinUnavailable, tools
+    from settled.conformance._explore._promela import SpinFailed, SpinUnavailable, tools
+    from settled.conformance.mutants._model import LIVENESS, MutantCheck, catalogue, check
 
     every = catalogue()
     names = [m.name for m in every]

@@ -19,9 +19,9 @@ from rich.table import Table
 
 from settled._output import emit
 from settled._paths import OutputPathError, writable_dir
-from settled.conformance._mutants_run import MutantResult, MutantsReport, run_mutants, select_mutants
 from settled.conformance._profiles import PROFILES, profile
 from settled.conformance.mutants import rule_coverage
+from settled.conformance.mutants._run import MutantResult, MutantsReport, run_mutants, select_mutants
 
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 out = Console(highlight=False, soft_wrap=True)

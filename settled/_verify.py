@@ -6,7 +6,7 @@ system (instances that share state, reduced by symmetry), the lockstep campaign 
 fixed seed) against the bundled SQLite implementation, and the trace check
 of that campaign's event logs (every run's log is replayed through the model
 by the trace checker), the crash sweep (a crash at every durable boundary of
-every operation, ``conformance/_crash_sweep.py``: a boundary never crashed
+every operation, ``conformance/_lockstep/_crash_sweep.py``: a boundary never crashed
 fails); then the drift check of the generated diagrams and
 spec: a checkout's ``diagrams/`` against its tables and tests, or, run from an
 installed package, the views shipped in it (``settled/views``) against the
@@ -39,7 +39,9 @@ from settled import _diagrams
 from settled._cmd_views import INDEX, diagram_files, spec_files
 from settled.conformance._adapter import AdapterError
 from settled.conformance._api import probe, probe_system
+from settled.conformance._bundled._suites import SUITES, SYSTEM_SUITES
 from settled.conformance._explore import explore
+from settled.conformance._explore._system import explore_system
 from settled.conformance._liveness import LivenessResult, check_machine, system_classifier
 from settled.conformance._liveness import check_system as check_system_liveness
 from settled.conformance._lockstep import (
@@ -57,8 +59,6 @@ from settled.conformance._lockstep import (
 )
 from settled.conformance._lockstep._quiesce import factory_reason
 from settled.conformance._profiles import profile
-from settled.conformance._suites import SUITES, SYSTEM_SUITES
-from settled.conformance._system import explore_system
 from settled.impl.shared._pg import redact
 from settled.model import MACHINES, Protocol
 from settled.model._graph import static_findings
@@ -313,14 +313,14 @@ def check_system_lockstep(machine: str, profile_name: str, seed: int) -> dict[st
                             "events": record.trace_events, "failure": record.trace_failure}}
 
 
-# The implementation each machine's concurrent campaign drives (conformance/_races.py).
+# The implementation each machine's concurrent campaign drives (conformance/_bundled/_races.py).
 CONCURRENT_OF = {"query": "query", "approval": "business", "ledger": "ledger"}
 
 
 def check_concurrent(machine: str, seed: int, store: str | None = None) -> dict[str, Any]:
     """Concurrent campaigns (controlled schedules, then free threads) checked for
     linearizability, or why not checked."""
-    from settled.conformance._races import SCHEDULES, run_campaign
+    from settled.conformance._bundled._races import SCHEDULES, run_campaign
 
     implementation = CONCURRENT_OF.get(machine)
     if implementation is None:
@@ -342,7 +342,7 @@ def check_concurrent(machine: str, seed: int, store: str | None = None) -> dict[
 
 def check_crash(machine: str, store: str | None = None) -> dict[str, Any]:
     """The crash sweep of ``machine``'s implementation, or why it could not run."""
-    from settled.conformance._suites import sweep_machine
+    from settled.conformance._bundled._suites import sweep_machine
 
     if machine not in SUITES:
         return {"ok": False, "boundaries": 0, "crashed": 0,

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from settled.conformance._approval_adapter import ApprovalAdapter
+from settled.conformance._bundled._approval_adapter import ApprovalAdapter
+from settled.conformance._bundled._suites import SUITES, approval_suite
 from settled.conformance._lockstep import (
     Action,
     replay,
@@ -27,7 +28,6 @@ from settled.conformance._lockstep import (
     world,
 )
 from settled.conformance._profiles import profile
-from settled.conformance._suites import SUITES, approval_suite
 from settled.conformance._trace import check_lines
 from settled.conformance.mutants.approval import MUTANTS
 from settled.model import APPROVAL

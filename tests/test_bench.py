@@ -23,7 +23,7 @@ from settled import _cmd_bench, cli
 from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
 from settled._cmd_bench import register
 from settled.conformance._trace import check_file
-from settled.conformance._tracegen import trace_lines
+from settled.conformance._trace._tracegen import trace_lines
 from settled.impl.platform._platform import SyntheticPlatform
 from settled.impl.query import _tasks, _worker
 from settled.impl.query._store import QueryStore

@@ -1,5 +1,5 @@
-"""Concurrent campaigns and the linearizability checker (conformance/_linearize.py,
-conformance/_concurrent.py, conformance/mutants/races.py)."""
+"""Concurrent campaigns and the linearizability checker (conformance/_lockstep/_linearize.py,
+conformance/_lockstep/_concurrent.py, conformance/mutants/races.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from settled.conformance._concurrent import independence
-from settled.conformance._concurrent_business import BusinessOrdersModel, run_business_campaign
-from settled.conformance._concurrent_query import QueryOpsModel, run_query_campaign
-from settled.conformance._linearize import (
+from settled.conformance._bundled._concurrent_business import BusinessOrdersModel, run_business_campaign
+from settled.conformance._bundled._concurrent_query import QueryOpsModel, run_query_campaign
+from settled.conformance._bundled._races import replay, run_campaign, run_race_mutant
+from settled.conformance._lockstep._concurrent import independence
+from settled.conformance._lockstep._linearize import (
     History,
     Operation,
     check,
@@ -21,7 +22,6 @@ from settled.conformance._linearize import (
     save_history,
     timeline,
 )
-from settled.conformance._races import replay, run_campaign, run_race_mutant
 from settled.conformance.mutants import Mutant, all_mutants
 from settled.conformance.mutants.races import RACE_MUTANTS
 from settled.impl.shared import _db
@@ -300,7 +300,7 @@ def test_verify_runs_the_concurrent_campaign_and_says_what_it_did_not_check() ->
 
 
 def test_a_cut_history_makes_calls_pending_at_the_cut_unknown() -> None:
-    from settled.conformance._linearize import cut
+    from settled.conformance._lockstep._linearize import cut
 
     # w1's claim is invoked after w0's and returns before it: w0 saw epoch 2. Cut before
     # w1's invocation, w0's result is no longer certain: it becomes unknown, not a failure.

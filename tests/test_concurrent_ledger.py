@@ -1,4 +1,4 @@
-"""The ledger runtime's concurrent campaign (conformance/_concurrent_ledger.py): several
+"""The ledger runtime's concurrent campaign (conformance/_bundled/_concurrent_ledger.py): several
 runtimes on one session, the session's run as the fence (L2), checked for linearizability."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from settled.conformance._concurrent_ledger import (
+from settled.conformance._bundled._concurrent_ledger import (
     CLIENTS,
     STOCK,
     LedgerSessionModel,
     run_ledger_campaign,
 )
-from settled.conformance._linearize import Operation, check
-from settled.conformance._races import CAMPAIGNS, run_campaign, run_race_mutant
+from settled.conformance._bundled._races import CAMPAIGNS, run_campaign, run_race_mutant
+from settled.conformance._lockstep._linearize import Operation, check
 from settled.conformance.mutants.races import RACE_MUTANTS
 
 LEDGER_MUTANTS = [m for m in RACE_MUTANTS if m.machine == "ledger_concurrent"]

@@ -47,7 +47,8 @@ def test_every_public_name_resolves():
 
 
 def test_the_bundled_adapters_use_only_public_names_of_the_kit():
-    for path in (ROOT / "conformance/_query_adapter.py", ROOT / "conformance/_approval_adapter.py",
+    for path in (ROOT / "conformance/_bundled/_query_adapter.py",
+                 ROOT / "conformance/_bundled/_approval_adapter.py",
                  ROOT / "examples/query_adapter.py"):
         text = path.read_text()
         private = re.findall(r"^from (\._\w+|settled\.conformance\.\w+) import", text, re.M)
@@ -386,7 +387,7 @@ def test_a_change_a_stale_version_hid_is_an_adapter_error_when_the_run_ends():
 
 def test_a_refusal_that_changes_its_instance_is_caught_whatever_the_version_says():
     from settled.conformance._lockstep import Action, Runner, world
-    from settled.conformance._shrink import Divergence
+    from settled.conformance._lockstep._shrink import Divergence
 
     class WritesWhenRefused(VersionNeverChanges):
         def perform(self, instance, trigger, params):
@@ -401,8 +402,8 @@ def test_a_refusal_that_changes_its_instance_is_caught_whatever_the_version_says
 
 
 def test_the_bundled_sqlite_adapter_reuses_observations_after_a_refusal_and_stays_honest():
+    from settled.conformance._bundled._suites import query_suite
     from settled.conformance._lockstep import Action, Runner, world
-    from settled.conformance._suites import query_suite
 
     suite = query_suite()
     runner = Runner(world(suite.protocol, suite.instances), suite.adapter, suite.forbidden)

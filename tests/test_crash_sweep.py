@@ -15,14 +15,14 @@ from typing import ClassVar
 import pytest
 
 from settled._verify import MachineReport, check_crash
-from settled.conformance._crash_sweep import (
+from settled.conformance._bundled._ledger_adapter import LedgerAdapter
+from settled.conformance._bundled._suites import sweep_machine
+from settled.conformance._lockstep._crash_sweep import (
     Operation,
     allowed,
     operations,
     sweep,
 )
-from settled.conformance._ledger_adapter import LedgerAdapter
-from settled.conformance._suites import sweep_machine
 from settled.conformance.mutants import Mutant, all_mutants
 from settled.conformance.mutants.crash import MUTANTS
 from settled.impl.shared._crash import install_boundary_hook, unwatched, watched
@@ -142,9 +142,9 @@ def test_a_crash_after_the_operation_may_be_followed_by_the_models_crash() -> No
 
 
 def sweep_machine_only(machine: str, names: set[str]):  # type: ignore[no-untyped-def]
-    from settled.conformance._approval_adapter import ApprovalAdapter
-    from settled.conformance._query_adapter import QueryAdapter
-    from settled.conformance._suites import SUITES
+    from settled.conformance._bundled._approval_adapter import ApprovalAdapter
+    from settled.conformance._bundled._query_adapter import QueryAdapter
+    from settled.conformance._bundled._suites import SUITES
 
     factory = {"query": lambda: QueryAdapter(1, 2),
                "approval": lambda: ApprovalAdapter(1)}[machine]
@@ -248,7 +248,7 @@ def test_the_catalogue_has_two_crash_window_mutants_per_implementation() -> None
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_each_crash_window_mutant_is_killed_by_the_sweep_and_the_implementation_passes(
         mutant: Mutant) -> None:
-    from settled.conformance._suites import SUITES
+    from settled.conformance._bundled._suites import SUITES
 
     protocol = SUITES[mutant.machine]().protocol
     args = (1, 2) if mutant.machine == "query" else (1,)
@@ -270,7 +270,7 @@ def test_each_crash_window_mutant_is_killed_by_the_sweep_and_the_implementation_
 
 @pytest.mark.slow
 def test_settled_mutants_kills_the_crash_window_mutants_with_the_crash_sweep() -> None:
-    from settled.conformance._mutants_run import _crash_mutant
+    from settled.conformance.mutants._run import _crash_mutant
 
     for mutant in MUTANTS:
         result = _crash_mutant(mutant)

@@ -631,7 +631,7 @@ def test_uncited_rules_are_computed_from_every_declaration(monkeypatch: pytest.M
 
 
 def test_a_system_reports_its_unbreakable_properties_too() -> None:
-    from settled.conformance._system import explore_system
+    from settled.conformance._explore._system import explore_system
     from settled.model.systems import build_approval_system
 
     result = explore_system(build_approval_system())

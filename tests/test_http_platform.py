@@ -9,10 +9,10 @@ import hypothesis
 import msgspec
 import pytest
 
+from settled.conformance._bundled._query_adapter import FAULTS, NoInjection, QueryAdapter, over_http
+from settled.conformance._bundled._suites import query_suite, query_system_suite
 from settled.conformance._lockstep import Action, make_lockstep, replay, run_lockstep, world
 from settled.conformance._profiles import profile
-from settled.conformance._query_adapter import FAULTS, NoInjection, QueryAdapter, over_http
-from settled.conformance._suites import query_suite, query_system_suite
 from settled.impl.platform._http import (
     HttpPlatform,
     PlatformServer,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from settled.conformance._bundled._suites import approval_system_suite, query_system_suite
 from settled.conformance._lockstep._campaign import run_tour
 from settled.conformance._lockstep._interactions import (
     Reachable,
@@ -13,7 +14,6 @@ from settled.conformance._lockstep._interactions import (
     reachable,
     reachable_once,
 )
-from settled.conformance._suites import approval_system_suite, query_system_suite
 
 
 @pytest.mark.parametrize("make", [

@@ -50,3 +50,51 @@ def test_every_package_folder_is_in_the_wheel() -> None:
     folders = {"settled." + ".".join(p.parent.relative_to(ROOT).parts)
                for layer in ("model", "impl", "conformance") for p in (ROOT / layer).rglob("__init__.py")}
     assert folders <= shipped, f"add {sorted(folders - shipped)} to [tool.setuptools] packages"
+
+
+# The kit's rooms, by concern: the generic ones (exploration, liveness, lockstep, trace
+# checking) hold any implementation to a model; the bundled room adapts our own runtimes;
+# the catalogue plants bugs in them. A generic room never reaches the two others.
+GENERIC_ROOMS = ("_explore", "_liveness", "_lockstep", "_trace")
+SPECIFIC = ("settled.conformance._bundled", "settled.conformance.mutants")
+# The implementation's own instrumentation points that the generic kit drives: the crash
+# hook (the crash sweep) and the transaction-boundary hook (controlled concurrent schedules).
+IMPL_HOOKS = ("settled.impl.shared._crash", "settled.impl.shared._db")
+
+
+def test_the_generic_rooms_never_import_the_bundled_adapters_or_the_catalogue() -> None:
+    bad = {f"{p.relative_to(ROOT)}: {name}" for room in GENERIC_ROOMS
+           for p in (ROOT / "conformance" / room).rglob("*.py") for name in _imports(p)
+           if name.startswith(SPECIFIC)
+           or (name.startswith("settled.impl") and name != "settled.impl.shared"
+               and not name.startswith(IMPL_HOOKS))}
+    assert not bad, f"move the code or pass it in: {sorted(bad)}"
+
+
+def test_the_room_check_sees_a_generic_room_reaching_the_bundled_one() -> None:
+    probe = ROOT / "conformance" / "_lockstep" / "_probe.py"  # never written
+    names = _imports(probe, "from .._bundled._suites import SUITES\n")
+    assert any(n.startswith(SPECIFIC) for n in names)
+
+
+# Rooms a reader can hold in mind: no module over about 500 lines, but these, each with why.
+OVER_500 = {
+    "conformance/_explore/_promela.py": "the Promela renderer and SPIN runner; to split by "
+                                        "rendering, running and LTL",
+    "conformance/_explore/_system.py": "the system explorer's compiled space and its search",
+    "conformance/_bundled/_approval_adapter.py": "the approval runtime's adapter",
+    "conformance/_bundled/_query_adapter.py": "the query runtime's adapter",
+    "conformance/mutants/query.py": "the query catalogue: one class a mutant, each the shipped "
+                                    "method plus its marked bug",
+    "conformance/mutants/approval.py": "the approval catalogue, as mutants/query.py",
+    "conformance/_api.py": "the public API: lockstep, lockstep_case, the report and replay",
+}
+
+
+def test_no_module_of_the_kit_is_over_500_lines_unless_listed_with_why() -> None:
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for p in (ROOT / "conformance").rglob("*.py")}
+    over = {p for p, n in sizes.items() if n > 500}
+    assert over <= set(OVER_500), f"split these, or list them with why: {sorted(over - set(OVER_500))}"
+    shrunk = set(OVER_500) - over
+    assert not shrunk, f"these are 500 lines or fewer now: take them off OVER_500: {sorted(shrunk)}"

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from settled.conformance._ledger_adapter import FORBIDDEN, LedgerAdapter
+from settled.conformance._bundled._ledger_adapter import FORBIDDEN, LedgerAdapter
+from settled.conformance._bundled._suites import SUITES, ledger_suite
 from settled.conformance._lockstep import Action, replay, run_lockstep, unfired, world
 from settled.conformance._profiles import profile
-from settled.conformance._suites import SUITES, ledger_suite
 from settled.conformance._trace import check_lines
 from settled.conformance.mutants import all_mutants
 from settled.conformance.mutants.ledger import MUTANTS

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from settled.conformance._explore import explore, explore_via_transitions
-from settled.conformance._system import explore_system
+from settled.conformance._explore._system import explore_system
 from settled.model import MACHINES, SYSTEMS, Effect, Guard, IllegalTransition, Protocol, Transition
 from settled.model._expr import V, when
 from settled.model._oracle import Oracle

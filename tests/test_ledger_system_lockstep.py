@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from settled.conformance import lockstep
-from settled.conformance._ledger_system_adapter import LedgerSystemAdapter, ledger_system
+from settled.conformance._bundled._ledger_system_adapter import LedgerSystemAdapter, ledger_system
 from settled.conformance._lockstep import (
     SYSTEM,
     SystemAction,
@@ -112,8 +112,8 @@ def test_the_ledger_system_campaign_passes_and_covers_every_edge(tmp_path: Path)
 
 
 def test_the_tour_takes_every_edge_of_the_ledger_in_the_system(system: System) -> None:
+    from settled.conformance._bundled._suites import ledger_system_suite
     from settled.conformance._lockstep import run_tour
-    from settled.conformance._suites import ledger_system_suite
 
     machine = ledger_system_suite().lockstep()
     failed = run_tour(machine)

@@ -345,8 +345,8 @@ def test_a_person_resuming_lookups_for_ever_starves_an_expiry(tmp_path: Path) ->
     """Another call's recoveries, resumed by a person again and again, take and free the
     session's lock for ever; the weakly fair expiry waiting for it is never continuously
     enabled, so it never runs. Declaring that people stop resuming excludes the cycle."""
+    from settled.conformance._explore._system import replay_system
     from settled.conformance._liveness import explore_system_liveness
-    from settled.conformance._system import replay_system
     from settled.model.systems import SYSTEMS
 
     system = SYSTEMS["approval"]

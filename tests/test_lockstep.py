@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from settled.conformance._bundled._query_adapter import QueryAdapter
 from settled.conformance._lockstep import (
     Action,
     make_lockstep,
@@ -23,9 +24,8 @@ from settled.conformance._lockstep import (
 from settled.conformance._lockstep import (
     history as model_history,
 )
+from settled.conformance._lockstep._shrink import cycles
 from settled.conformance._profiles import profile
-from settled.conformance._query_adapter import QueryAdapter
-from settled.conformance._shrink import cycles
 from settled.impl.query._events import apply_step
 from settled.impl.query._worker import Worker
 from settled.impl.shared._errors import PlatformUnavailable

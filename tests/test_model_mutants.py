@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from settled.conformance._model_mutants import (
+from settled.conformance.mutants._model import (
     BOUND_OFF_BY_ONE,
     EFFECT_ALTERED,
     GUARD_DROPPED,
@@ -138,7 +138,7 @@ def test_settled_mutants_model_exits_1_for_a_mutant_not_found(monkeypatch) -> No
     from typer.testing import CliRunner
 
     from settled import _cmd_mutants
-    from settled.conformance import _model_mutants
+    from settled.conformance.mutants import _model as _model_mutants
 
     fake = ModelMutant("ledger-unchanged", "ledger", GUARD_DROPPED, ("L4",), "nothing",
                        LEDGER, (("invariant", "executed_at_most_once"),))

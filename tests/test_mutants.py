@@ -19,14 +19,14 @@ import typer
 from typer.testing import CliRunner
 
 from settled._cmd_mutants import register
-from settled.conformance import _mutants_run
-from settled.conformance._ledger_adapter import LedgerAdapter
+from settled.conformance._bundled._ledger_adapter import LedgerAdapter
+from settled.conformance._bundled._query_adapter import QueryAdapter
+from settled.conformance._bundled._suites import Suite, query_suite
 from settled.conformance._lockstep import Action, replay, run_lockstep, world
-from settled.conformance._mutants_run import run_mutants, select_mutants
 from settled.conformance._profiles import profile
-from settled.conformance._query_adapter import QueryAdapter
-from settled.conformance._suites import Suite, query_suite
 from settled.conformance.mutants import Mutant, all_mutants, rule_coverage
+from settled.conformance.mutants import _run as _mutants_run
+from settled.conformance.mutants._run import run_mutants, select_mutants
 from settled.conformance.mutants.query import MUTANTS
 from settled.model import RULES
 
@@ -255,7 +255,7 @@ def test_the_fourth_submission_cannot_show_in_fewer_than_13_steps() -> None:
     model to such a configuration takes 12 steps."""
     from collections import deque
 
-    from settled.conformance._suites import query_suite
+    from settled.conformance._bundled._suites import query_suite
 
     p = query_suite().protocol
     start = p.initial_config()

@@ -32,9 +32,9 @@ if MISSING is not None:
     pytest.skip(f"PostgreSQL tests SKIPPED: {MISSING} (install PostgreSQL or set "
                 f"${PG_URL_ENV})", allow_module_level=True)
 
+from settled.conformance._bundled._suites import approval_suite, query_suite  # noqa: E402
 from settled.conformance._lockstep import run_lockstep, unfired  # noqa: E402
 from settled.conformance._profiles import profile  # noqa: E402
-from settled.conformance._suites import approval_suite, query_suite  # noqa: E402
 from settled.conformance._trace import check_lines  # noqa: E402
 from settled.conformance.mutants import all_mutants  # noqa: E402
 from settled.impl.approval._business import BusinessStore  # noqa: E402

@@ -19,7 +19,7 @@ import pytest
 
 from settled.conformance._counterexample import TraceStep, replay
 from settled.conformance._explore import explore
-from settled.conformance._promela import compare, findings, render_machine, run_spin
+from settled.conformance._explore._promela import compare, findings, render_machine, run_spin
 from settled.model import LEDGER, MACHINES, Invariant, Protocol
 from settled.model._expr import V
 
@@ -124,7 +124,7 @@ def test_explore_engine_spin_exits_3_when_spin_left_a_property_unchecked(monkeyp
     from typer.testing import CliRunner
 
     from settled import _cmd_explore
-    from settled.conformance import _promela
+    from settled.conformance._explore import _promela
 
     app = typer.Typer()
 
@@ -152,8 +152,8 @@ def test_without_spin_the_engine_is_a_one_line_error_naming_the_package() -> Non
 def _ours_and_spins(p: Protocol, live: Any = None) -> list[tuple[str, str, str]]:
     """(property, our verdict as SPIN would give it, SPIN's verdict) for every property our
     check decided; a property either engine did not check fails the test."""
+    from settled.conformance._explore._promela import compare_progress
     from settled.conformance._liveness import HOLDS, check_protocol
-    from settled.conformance._promela import compare_progress
     from settled.model.progress import liveness_of
 
     live = live or liveness_of(p)
@@ -193,8 +193,8 @@ def test_a_step_left_out_of_the_fairness_is_a_lasso_for_both_engines() -> None:
     paired forever, so both engines find ``paired_continues`` violated, SPIN with a lasso
     in our labels whose prefix replays through the table to a paired call."""
     need_spin()
+    from settled.conformance._explore._promela import run_ltl
     from settled.conformance._liveness import check_protocol
-    from settled.conformance._promela import run_ltl
     from settled.model._liveness import Liveness
     from settled.model.progress import liveness_of
 
@@ -219,7 +219,7 @@ def test_a_search_pan_cut_short_is_not_checked() -> None:
     """A depth bound too small for the search: the property is NOT CHECKED, with pan's
     reason, never ``holds``."""
     need_spin()
-    from settled.conformance._promela import run_ltl
+    from settled.conformance._explore._promela import run_ltl
     from settled.model.progress import liveness_of
 
     live = liveness_of(LEDGER)
@@ -231,8 +231,8 @@ def test_a_liveness_mutant_is_a_lasso_for_both_engines() -> None:
     """The approval machine with its fair expiry step removed: both engines find
     ``approval_decided_or_expired`` violated, SPIN with a lasso in our labels."""
     need_spin()
+    from settled.conformance._explore._promela import run_ltl
     from settled.conformance._liveness import check_protocol
-    from settled.conformance._promela import run_ltl
     from settled.model import APPROVAL
     from settled.model.progress import liveness_of
 
@@ -314,7 +314,7 @@ def test_explore_engine_spin_bitstate_partial_exits_3_loudly(monkeypatch) -> Non
     from typer.testing import CliRunner
 
     from settled import _cmd_explore
-    from settled.conformance import _promela
+    from settled.conformance._explore import _promela
 
     app = typer.Typer()
 

@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
+from settled.conformance._bundled._suites import SUITES, approval_suite, ledger_suite, query_suite
 from settled.conformance._lockstep import run_lockstep
 from settled.conformance._lockstep._campaign import replay, run_tour
 from settled.conformance._lockstep._quiesce import QuiescenceStats, unmet_progress
 from settled.conformance._lockstep._runner import Runner
 from settled.conformance._lockstep._world import world
 from settled.conformance._profiles import profile
-from settled.conformance._suites import SUITES, approval_suite, ledger_suite, query_suite
 from settled.conformance.mutants import Mutant, all_mutants
 from settled.model import QUERY
 from settled.model.progress import query_liveness

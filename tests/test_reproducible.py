@@ -20,7 +20,7 @@ CAMPAIGN = """
 import json, sys, tempfile
 from pathlib import Path
 import settled
-from settled.conformance._suites import query_suite
+from settled.conformance._bundled._suites import query_suite
 from settled.conformance._lockstep import run_lockstep
 from settled.conformance._profiles import profile
 record = run_lockstep(query_suite().lockstep(), profile("ci"), 20261202,

@@ -89,7 +89,7 @@ def explorer_trace(directory: Path) -> Path:
 
 def system_trace(directory: Path) -> Path:
     """A real system explorer counterexample: the ledger system with an invariant that breaks."""
-    from settled.conformance._system import explore_system
+    from settled.conformance._explore._system import explore_system
     from settled.model._system import SystemInvariant
 
     system = SYSTEMS["ledger"]
@@ -108,8 +108,8 @@ def system_trace(directory: Path) -> Path:
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A verify report, a mutants report and a folder of counterexamples, all real but the
     verify report (a full verify takes minutes; its shape is the command's)."""
-    from settled.conformance._mutants_run import MutantsReport, _mutant, select_mutants
     from settled.conformance._profiles import profile
+    from settled.conformance.mutants._run import MutantsReport, _mutant, select_mutants
 
     base = tmp_path_factory.mktemp("review-inputs")
     cx = base / "settled-counterexamples"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from settled.conformance._bundled._suites import Suite, approval_suite, query_suite
 from settled.conformance._lockstep import Action, replay, run_lockstep, world
 from settled.conformance._profiles import profile
-from settled.conformance._suites import Suite, approval_suite, query_suite
 from settled.conformance.mutants import Mutant, all_mutants, rule_coverage
 
 NEW = {"Q6-superseded-draft-confirmable": query_suite,

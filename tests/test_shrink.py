@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from settled.conformance._lockstep import Action
-from settled.conformance._shrink import cut_at_divergence, longest_paths
+from settled.conformance._lockstep._shrink import cut_at_divergence, longest_paths
 
 
 def a(trigger: str, instance: int = 0) -> Action:

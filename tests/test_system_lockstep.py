@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from settled.conformance import AdapterError, lockstep
+from settled.conformance._bundled._query_adapter import QueryAdapter
+from settled.conformance._bundled._query_system_adapter import QuerySystemAdapter, query_system
+from settled.conformance._bundled._suites import SYSTEM_SUITES, query_suite
 from settled.conformance._lockstep import (
     SYSTEM,
     Runner,
@@ -22,12 +25,9 @@ from settled.conformance._lockstep import (
     system_tour,
     transition_label,
 )
-from settled.conformance._mutants_run import run_mutants, select_mutants
+from settled.conformance._lockstep._shrink import Divergence, Invalid
 from settled.conformance._profiles import profile
-from settled.conformance._query_adapter import QueryAdapter
-from settled.conformance._query_system_adapter import QuerySystemAdapter, query_system
-from settled.conformance._shrink import Divergence, Invalid
-from settled.conformance._suites import SYSTEM_SUITES, query_suite
+from settled.conformance.mutants._run import run_mutants, select_mutants
 from settled.conformance.mutants.query import VersionCountsEveryTask
 from settled.conformance.mutants.query_system import (
     NotificationTakesNewestClock,
@@ -402,9 +402,9 @@ def test_the_machine_lockstep_sees_the_newest_draft_bug_only_through_a_rerun() -
 @pytest.mark.slow
 def test_the_machine_lockstep_cannot_see_the_unchecked_stock() -> None:
     """Each call alone with ample stock of its own products: nothing to oversell."""
-    from settled.conformance._approval_adapter import ApprovalAdapter
+    from settled.conformance._bundled._approval_adapter import ApprovalAdapter
+    from settled.conformance._bundled._suites import approval_suite
     from settled.conformance._lockstep import run_lockstep
-    from settled.conformance._suites import approval_suite
     from settled.conformance.mutants.approval_system import _Runtime
 
     cls = type("Single", (ApprovalAdapter,), {"runtime_class": _Runtime})
@@ -417,7 +417,7 @@ def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from settled import _cmd_verify, _verify
-    from settled.conformance import _suites
+    from settled.conformance._bundled import _suites
 
     passed = _verify.check_system_lockstep("query", "dev", 0)
     assert passed["checked"] and passed["ok"], passed
@@ -469,7 +469,7 @@ def test_verify_checks_the_query_system_and_says_what_it_did_not_check(
 # --------------------------------------------------------------------------- the approval system
 @pytest.mark.rule("W6")
 def test_two_orders_on_the_last_unit_the_second_is_refused_by_the_business_store() -> None:
-    from settled.conformance._approval_system_adapter import (
+    from settled.conformance._bundled._approval_system_adapter import (
         ApprovalSystemAdapter,
         approval_system,
     )
@@ -501,7 +501,7 @@ def test_one_session_runs_one_operation_at_a_time() -> None:
     """While the first call's handler runs, the second call of the session cannot be
     proposed, approved or cancelled: the model refuses them, and so does the runtime's
     session lock (SessionBusy changes nothing). A lock taken per call lets them in."""
-    from settled.conformance._approval_system_adapter import (
+    from settled.conformance._bundled._approval_system_adapter import (
         ApprovalSystemAdapter,
         approval_system,
     )
@@ -549,7 +549,7 @@ def test_every_session_operation_is_probed_while_another_call_runs() -> None:
     """Not only a caller's refusable actions: a new call (propose), and a restarted call's
     show, take the session's lock too, so while another call's runtime holds it the kit
     probes them, and the runtime refuses each (SessionBusy), changing nothing."""
-    from settled.conformance._approval_system_adapter import (
+    from settled.conformance._bundled._approval_system_adapter import (
         ApprovalSystemAdapter,
         approval_system,
     )
@@ -585,8 +585,8 @@ def test_a_lock_that_claims_a_step_the_runtime_does_not_lock_is_caught() -> None
     correct runtime, rightly, does not refuse it."""
     import dataclasses
 
-    from settled.conformance._approval_system_adapter import ApprovalSystemAdapter
-    from settled.conformance._shrink import Divergence
+    from settled.conformance._bundled._approval_system_adapter import ApprovalSystemAdapter
+    from settled.conformance._lockstep._shrink import Divergence
     from settled.model.systems import build_approval_system
 
     right = build_approval_system(calls=2, stock=1)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from settled.conformance._system import explore_system, replay_system
+from settled.conformance._explore._system import explore_system, replay_system
 from settled.model import DeclarationError, Invariant
 from settled.model._core import Config, Step
 from settled.model._expr import V

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from settled.conformance._trace import TraceError, check_lines, load_schema
-from settled.conformance._tracegen import trace_lines
+from settled.conformance._trace._tracegen import trace_lines
 from settled.model import QUERY
 
 pytestmark = pytest.mark.rule("Q14")

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from settled.conformance._trace import CheckReport, TraceError, check_lines
-from settled.conformance._tracegen import trace_lines, walk
+from settled.conformance._trace._tracegen import trace_lines, walk
 from settled.model import Config, Protocol, build_query_machine
 
 pytestmark = pytest.mark.rule("Q14")

@@ -36,7 +36,7 @@ def explore_via_transitions(protocol: Protocol, instances: int = 1, max_states: 
                             *, progress: Progress | None = None) -> ExploreResult:
     """:func:`explore`, with every local step fired through the ``transitions`` oracle
     (see ``_oracle_check``)."""
-    from .._oracle_check import explore_via_transitions as via
+    from settled.conformance._explore._oracle_check import explore_via_transitions as via
 
     return via(protocol, instances, max_states, progress=progress)
 

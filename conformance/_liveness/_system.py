@@ -97,7 +97,7 @@ class SystemGraph(Graph):
 
     def lasso(self, prefix: list[int], cycle: list[tuple[int, int, int]], meta: dict[str, Any]
               ) -> Lasso:
-        from .._system import SystemCounterexample, label
+        from settled.conformance._explore._system import SystemCounterexample, label
 
         system, sp = self.system, self.sp
         cfg = system.initial_config()
@@ -160,8 +160,9 @@ def check_system(result: Any, liveness: Liveness | None = None) -> LivenessResul
 def explore_system_liveness(system: Any, liveness: Liveness | None = None, **kw: Any
                             ) -> tuple[Any, LivenessResult]:
     """Explore ``system`` keeping its graph, then check its progress properties."""
+    from settled.conformance._explore._system import explore_system
+
     from ...model.progress import liveness_of
-    from .._system import explore_system
 
     live = liveness or liveness_of(system)
     result = explore_system(system, classify=system_classifier(live), **kw)

@@ -29,12 +29,12 @@ from hypothesis.stateful import (
     rule,
 )
 
+from settled.conformance._lockstep._shrink import Invalid, cut_at_divergence, run_steps, shrink
 from settled.model import Protocol
 from settled.model._system import System
 
 from .._adapter import Adapter, AdapterError
 from .._profiles import install_independent_draws
-from .._shrink import Invalid, cut_at_divergence, run_steps, shrink
 from ._action import MIN_STEPS, REPLAY_BUDGET, Action
 from ._contract import adapter_error_in
 from ._files import CounterexampleWriteError, write_counterexample

@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from settled.conformance._lockstep._shrink import Divergence
 from settled.model import Protocol
 from settled.model._core import Value
 from settled.model._system import System
 
 from .._adapter import Adapter, AdapterError, Refused
-from .._shrink import Divergence
 from ._action import Action
 
 

@@ -8,11 +8,11 @@ import json
 from collections.abc import Hashable
 from typing import Any
 
+from settled.conformance._lockstep._shrink import Divergence
 from settled.model._core import Value
 from settled.model._system import System
 
 from .._adapter import Adapter, AdapterError
-from .._shrink import Divergence
 from .._trace import TraceError, check_lines
 from ._action import Action
 from ._contract import (

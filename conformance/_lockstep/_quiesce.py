@@ -42,11 +42,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from settled.conformance._lockstep._shrink import Divergence
 from settled.model._core import Config, Params, Protocol, Step, Transition
 from settled.model._liveness import Progress
 
 from .._adapter import Refused
-from .._shrink import Divergence
 from ._action import Action, rules_text
 
 if TYPE_CHECKING:

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from settled.conformance._lockstep._shrink import Divergence, Invalid
 from settled.model import Config, Step, Transition
 from settled.model._core import Value
 from settled.model._system import System, SystemConfig, SystemStep
 
 from .._adapter import Refused
-from .._shrink import Divergence, Invalid
 from ._action import EAGER, SYSTEM, Action, rules_text, transition_label
 from ._contract import OutsideDomain, adapter_fault, blame_adapter, perform_refused
 from ._coverage import (

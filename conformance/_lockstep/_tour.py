@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from settled.conformance._lockstep._shrink import longest_paths
 from settled.model import Config, Params, Protocol, Transition
 from settled.model._core import Value
 from settled.model._system import System
 
 from .._explore import _Local
-from .._shrink import longest_paths
 from ._action import Action, transition_label
 from ._coverage import edge_of
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from settled.conformance._lockstep._shrink import longest_paths
 from settled.model._core import Value
 from settled.model._system import System, SystemConfig
 
-from .._shrink import longest_paths
 from ._action import Action, transition_label
 from ._coverage import edge_of
 from ._interactions import reachable_once

@@ -30,7 +30,7 @@ class Mutant:
     description: str
     adapter_class: Callable[..., Adapter]
     # what must kill it: the lockstep campaign, or the crash sweep (a crash at every durable
-    # boundary, conformance/_crash_sweep.py) for a bug only a crash between two commits shows
+    # boundary, conformance/_lockstep/_crash_sweep.py) for a bug only a crash between two commits shows
     campaign: str = "lockstep"
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from settled.conformance._bundled._approval_adapter import ApprovalAdapter
 from settled.impl.approval._approval import (
     _APPROVED,
     _EXECUTING,
@@ -54,7 +55,6 @@ from settled.impl.approval._reconciler import (
 from settled.impl.shared._db import DEFAULT_BUSY_TIMEOUT, write
 from settled.impl.shared._errors import CallerError, InvalidInput, LookupFailed
 
-from .._approval_adapter import ApprovalAdapter
 from . import Mutant
 from ._shipped import fork_of
 

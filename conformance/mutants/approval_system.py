@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
+from settled.conformance._bundled._approval_system_adapter import ApprovalSystemAdapter
 from settled.impl.approval._approval import ApprovalRuntime, Call
 from settled.impl.approval._business import (
     _APPLIERS,
@@ -31,7 +32,6 @@ from settled.impl.approval._business import (
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import NotAllowed
 
-from .._approval_system_adapter import ApprovalSystemAdapter
 from . import Mutant
 from ._shipped import fork_of
 from .approval import runtime_opening

@@ -18,6 +18,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from settled.conformance._bundled._approval_adapter import ApprovalAdapter
+from settled.conformance._bundled._ledger_adapter import LedgerAdapter
+from settled.conformance._bundled._query_adapter import QueryAdapter
 from settled.impl.approval._approval import ApprovalRuntime, Call, CallState
 from settled.impl.approval._business import (
     _APPLIERS,
@@ -33,9 +36,6 @@ from settled.impl.shared._db import write
 from settled.impl.shared._errors import NotAllowed
 from settled.model.query import QueryState as S
 
-from .._approval_adapter import ApprovalAdapter
-from .._ledger_adapter import LedgerAdapter
-from .._query_adapter import QueryAdapter
 from . import Mutant
 from .approval import runtime_opening
 

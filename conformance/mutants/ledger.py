@@ -13,12 +13,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from settled.conformance._bundled._ledger_adapter import LedgerAdapter
 from settled.impl.approval._business import canonical_json, fingerprint
 from settled.impl.ledger._ledger import Entry, LedgerRuntime, TurnReport, _text_id
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import IdempotencyConflict, InvalidInput
 
-from .._ledger_adapter import LedgerAdapter
 from . import Mutant
 from .approval import W6RecordInItsOwnTransaction
 

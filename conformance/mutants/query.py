@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
+from settled.conformance._bundled._query_adapter import QueryAdapter
 from settled.impl.platform._platform import CancelAnswer, PlatformStatus, SubmitAnswer
 from settled.impl.query._events import append_event, apply_step
 from settled.impl.query._store import (
@@ -61,7 +62,6 @@ from settled.impl.shared._ids import require_id
 from settled.model.query import LIVE, MAX_SUBMISSIONS, QueryState
 from settled.model.query import QueryState as S
 
-from .._query_adapter import QueryAdapter
 from . import Mutant
 
 __all__ = [

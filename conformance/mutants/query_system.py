@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 from typing import cast
 
+from settled.conformance._bundled._query_system_adapter import QuerySystemAdapter
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import QueryStore, task_row
 from settled.impl.query._values import _DRAFT_STATES
@@ -22,7 +23,6 @@ from settled.impl.query._worker import Worker
 from settled.impl.shared._errors import MessagePending, NotAllowed, StaleVersion
 from settled.model.query import LIVE, QueryState
 
-from .._query_system_adapter import QuerySystemAdapter
 from . import Mutant
 from .query import VersionCountsEveryTask
 

@@ -7,11 +7,11 @@ Each is a small subclass of the real query :class:`~settled.impl.query._worker.W
 :class:`~settled.impl.approval._business.BusinessStore` or
 :class:`~settled.impl.ledger._ledger.LedgerRuntime`, correct when one client
 runs alone, so the lockstep kit (one step at a time, one thread) cannot kill
-it. The concurrent campaigns must: :mod:`settled.conformance._concurrent` runs
+it. The concurrent campaigns must: :mod:`settled.conformance._lockstep._concurrent` runs
 three workers on the same queries (``machine="query_concurrent"``),
-:mod:`settled.conformance._concurrent_business` three clients ordering from
+:mod:`settled.conformance._bundled._concurrent_business` three clients ordering from
 one stock (``machine="business_concurrent"``),
-:mod:`settled.conformance._concurrent_ledger` four runtimes on one session
+:mod:`settled.conformance._bundled._concurrent_ledger` four runtimes on one session
 (``machine="ledger_concurrent"``); each history is checked for
 linearizability.
 
@@ -27,6 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from settled.conformance._bundled._approval_adapter import ApprovalAdapter
+from settled.conformance._bundled._ledger_adapter import LedgerAdapter
+from settled.conformance._bundled._query_adapter import QueryAdapter
 from settled.impl.approval._business import (
     _APPLIERS,
     JSON,
@@ -47,9 +50,6 @@ from settled.impl.shared._ids import require_id
 from settled.impl.shared._pg import WriteConflict
 from settled.model.query import QueryState as S
 
-from .._approval_adapter import ApprovalAdapter
-from .._ledger_adapter import LedgerAdapter
-from .._query_adapter import QueryAdapter
 from . import Mutant
 
 __all__ = ["RACE_MUTANTS", "ClaimEpochReadBeforeLock", "ClaimSplitAcrossTransactions",

@@ -639,7 +639,7 @@ class QueryAdapter(Adapter):
 
 def over_http() -> QueryAdapter:
     """The bundled implementation with its platform served over HTTP on 127.0.0.1:
-    ``settled lockstep settled.conformance._query_adapter:over_http``."""
+    ``settled lockstep settled.conformance._bundled._query_adapter:over_http``."""
     return QueryAdapter(3, 2, transport="http")
 
 

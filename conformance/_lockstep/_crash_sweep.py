@@ -43,11 +43,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from settled.conformance._adapter import Adapter
+from settled.conformance._explore import _Local
 from settled.impl.shared._crash import CRASH_EXIT_CODE, CrashNow, install_boundary_hook
 from settled.model._core import Config, Params, Protocol, Value
-
-from ._adapter import Adapter
-from ._explore import _Local
 
 __all__ = ["CHILD_EVERY", "Operation", "SweepReport", "crash_triggers", "operations", "sweep"]
 

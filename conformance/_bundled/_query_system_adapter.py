@@ -32,13 +32,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from settled.impl.platform._platform import APP_MONTHLY_SQL
-from settled.impl.shared._errors import CallerError
-from settled.model.query import LIVE
-from settled.model.systems import build_query_system
-
-from ._adapter import Refused
-from ._query_adapter import (
+from settled.conformance._adapter import Refused
+from settled.conformance._bundled._query_adapter import (
     CLOCK,
     MESSAGE_TEXT,
     QUOTE_TEXT,
@@ -46,6 +41,10 @@ from ._query_adapter import (
     _side_notification,
     platform_template,
 )
+from settled.impl.platform._platform import APP_MONTHLY_SQL
+from settled.impl.shared._errors import CallerError
+from settled.model.query import LIVE
+from settled.model.systems import build_query_system
 
 SESSION, USER = "session-0", "user-0"
 NEW_MESSAGE = "wait, by day"

@@ -13,9 +13,8 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from settled.conformance._trace import SCHEMA_ID
 from settled.model import Config, Protocol, Step
-
-from ._trace import SCHEMA_ID
 
 
 def event_of(p: Protocol, instance: str, seq: int, before: Config, step: Step) -> dict[str, Any]:

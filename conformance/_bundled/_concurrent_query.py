@@ -11,15 +11,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
-from settled.impl.query._worker import Worker
-from settled.impl.shared._errors import Busy, CallerError
-from settled.model import Protocol as Machine
-from settled.model import build_query_machine
-from settled.model._core import Config, Transition
-from settled.model.systems import build_query_system
-
-from ._concurrent import (
+from settled.conformance._bundled._query_adapter import CLOCK, MESSAGE_TEXT, QueryAdapter
+from settled.conformance._lockstep._concurrent import (
     DEFAULT_MODE,
     JSON,
     CampaignResult,
@@ -29,8 +22,14 @@ from ._concurrent import (
     judge,
     run_clients,
 )
-from ._linearize import History, Operation
-from ._query_adapter import CLOCK, MESSAGE_TEXT, QueryAdapter
+from settled.conformance._lockstep._linearize import History, Operation
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.query._worker import Worker
+from settled.impl.shared._errors import Busy, CallerError
+from settled.model import Protocol as Machine
+from settled.model import build_query_machine
+from settled.model._core import Config, Transition
+from settled.model.systems import build_query_system
 
 __all__ = ["QueryOpsModel", "run_query_campaign"]
 

@@ -58,15 +58,14 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
+from settled.conformance._lockstep._concurrent import DEFAULT_MODE, CampaignResult, Mode, judge, run_clients
+from settled.conformance._lockstep._linearize import History, Operation
 from settled.impl.approval._business import BusinessStore, Product
 from settled.impl.ledger._ledger import LedgerRuntime, ToolCall
 from settled.impl.shared._errors import Busy, CallerError
 from settled.model import LEDGER
 from settled.model._core import Config, IllegalTransition
 from settled.model.ledger import LedgerState as L
-
-from ._concurrent import DEFAULT_MODE, CampaignResult, Mode, judge, run_clients
-from ._linearize import History, Operation
 
 __all__ = ["LedgerSessionModel", "run_ledger_campaign"]
 

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from settled.conformance._adapter import Refused
+from settled.conformance._bundled._ledger_adapter import QUANTITY, STOCK, LedgerAdapter, _Item
 from settled.impl.approval._business import BusinessStore, Product
 from settled.impl.ledger._ledger import CONTRACTS, Contract, ToolCall, contracts_upgraded
 from settled.impl.shared._crash import CrashNow, unwatched
@@ -51,9 +53,6 @@ from settled.impl.shared._errors import CallerError
 from settled.model._core import Value
 from settled.model._system import System
 from settled.model.systems import build_ledger_system
-
-from ._adapter import Refused
-from ._ledger_adapter import QUANTITY, STOCK, LedgerAdapter, _Item
 
 __all__ = ["LedgerSystemAdapter", "ledger_system"]
 

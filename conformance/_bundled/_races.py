@@ -16,13 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from ._concurrent import DEFAULT_MODE, CampaignResult
-from ._concurrent_business import BusinessOrdersModel, run_business_campaign
-from ._concurrent_ledger import LedgerSessionModel, run_ledger_campaign
-from ._concurrent_query import QueryOpsModel, run_query_campaign
-from ._linearize import CheckResult, Model, check, cut, load_history
-from .mutants import Mutant
-from .mutants.races import RACE_MUTANTS
+from settled.conformance._bundled._concurrent_business import BusinessOrdersModel, run_business_campaign
+from settled.conformance._bundled._concurrent_ledger import LedgerSessionModel, run_ledger_campaign
+from settled.conformance._bundled._concurrent_query import QueryOpsModel, run_query_campaign
+from settled.conformance._lockstep._concurrent import DEFAULT_MODE, CampaignResult
+from settled.conformance._lockstep._linearize import CheckResult, Model, check, cut, load_history
+from settled.conformance.mutants import Mutant
+from settled.conformance.mutants.races import RACE_MUTANTS
 
 __all__ = ["CAMPAIGNS", "IMPLEMENTATIONS", "SCHEDULES", "bench", "replay", "run_campaign",
            "run_race_mutant"]
@@ -146,7 +146,7 @@ def bench(quick: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m settled.conformance._races run IMPLEMENTATION [--seed N] [--mode M]
+    """``python -m settled.conformance._bundled._races run IMPLEMENTATION [--seed N] [--mode M]
     [--mutant NAME] [--store URL] [--out DIR]`` or ``… replay FILE [--store URL]``.
 
     Exit 0: linearizable; 1: a race found (or reproduced); 2: bad input; 3: a campaign
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m settled.conformance._races")
+    parser = argparse.ArgumentParser(prog="python -m settled.conformance._bundled._races")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="one concurrent campaign (up to SCHEDULES schedules)")
     run.add_argument("implementation", choices=IMPLEMENTATIONS)

@@ -43,11 +43,11 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from ..model._compiled import compile_machine
-from ..model._core import Config, DeclarationError, Step, Value, lockstep_only
-from ..model._system import System, SystemConfig, SystemStep
-from . import _itf
-from ._paused import gc_paused
+from settled.conformance import _itf
+from settled.conformance._paused import gc_paused
+from settled.model._compiled import compile_machine
+from settled.model._core import Config, DeclarationError, Step, Value, lockstep_only
+from settled.model._system import System, SystemConfig, SystemStep
 
 Progress = Callable[[int, int, float], None]
 GENERATOR = "settled explore"

@@ -36,6 +36,16 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
+from settled.conformance._bundled._approval_adapter import ApprovalAdapter
+from settled.conformance._lockstep._concurrent import (
+    DEFAULT_MODE,
+    CampaignResult,
+    Mode,
+    independence,
+    judge,
+    run_clients,
+)
+from settled.conformance._lockstep._linearize import History, Operation
 from settled.impl.approval._business import BusinessStore, Product
 from settled.impl.shared._errors import Busy, CallerError, InsufficientStock
 from settled.impl.shared._pg import release_store, scratch_store
@@ -44,10 +54,6 @@ from settled.model._core import Config, IllegalTransition
 from settled.model._system import System
 from settled.model.approval import ApprovalState as A
 from settled.model.systems import build_approval_system
-
-from ._approval_adapter import ApprovalAdapter
-from ._concurrent import DEFAULT_MODE, CampaignResult, Mode, independence, judge, run_clients
-from ._linearize import History, Operation
 
 __all__ = ["BusinessOrdersModel", "run_business_campaign"]
 

@@ -15,12 +15,11 @@ from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 
+from settled.conformance._adapter import Adapter
+from settled.conformance._lockstep import make_lockstep
+from settled.conformance._lockstep._crash_sweep import SweepReport, sweep
 from settled.model import Protocol, build_query_machine
 from settled.model._system import System
-
-from ._adapter import Adapter
-from ._crash_sweep import SweepReport, sweep
-from ._lockstep import make_lockstep
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = 
     """``store``: a postgresql:// URL to run against (a fresh schema per run); default files.
     ``transport``: ``http`` carries the platform calls over HTTP on 127.0.0.1 (default: the
     adapter's own, in-process for the bundled one)."""
-    from ._query_adapter import QueryAdapter
+    from settled.conformance._bundled._query_adapter import QueryAdapter
 
     cls = adapter_class or QueryAdapter
     protocol = _query_machine(2)
@@ -64,9 +63,8 @@ def query_suite(adapter_class: type[Adapter] | None = None, store: str | None = 
 
 def approval_suite(adapter_class: type[Adapter] | None = None, store: str | None = None) -> Suite:
     """``store``: a postgresql:// URL for the business store (a fresh schema per run)."""
+    from settled.conformance._bundled._approval_adapter import ApprovalAdapter
     from settled.model import APPROVAL
-
-    from ._approval_adapter import ApprovalAdapter
 
     cls = adapter_class or ApprovalAdapter
     extra = {} if store is None else {"store": store}
@@ -80,9 +78,8 @@ SUITES["approval"] = approval_suite
 
 
 def ledger_suite(adapter_class: type[Adapter] | None = None) -> Suite:
+    from settled.conformance._bundled._ledger_adapter import LedgerAdapter
     from settled.model import LEDGER
-
-    from ._ledger_adapter import LedgerAdapter
 
     cls = adapter_class or LedgerAdapter
     return Suite("ledger", LEDGER, lambda: cls(3), instances=3,  # type: ignore[call-arg]
@@ -121,7 +118,7 @@ def query_system_suite(adapter_class: type[Adapter] | None = None,
                        transport: str | None = None) -> SystemSuite:
     """Two queries of one task and session, two worker processes; ``transport`` as in
     :func:`query_suite`."""
-    from ._query_system_adapter import QuerySystemAdapter, query_system
+    from settled.conformance._bundled._query_system_adapter import QuerySystemAdapter, query_system
 
     cls = adapter_class or QuerySystemAdapter
     system = query_system(2, 2)
@@ -135,7 +132,7 @@ SYSTEM_SUITES: dict[str, Callable[..., SystemSuite]] = {"query_system": query_sy
 
 def approval_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuite:
     """Two order calls drawing on one unit of one product's stock."""
-    from ._approval_system_adapter import ApprovalSystemAdapter, approval_system
+    from settled.conformance._bundled._approval_system_adapter import ApprovalSystemAdapter, approval_system
 
     cls = adapter_class or ApprovalSystemAdapter
     system = approval_system(2, 1)
@@ -149,7 +146,7 @@ SYSTEM_SUITES["approval_system"] = approval_system_suite
 def ledger_system_suite(adapter_class: type[Adapter] | None = None) -> SystemSuite:
     """The three tool calls of one assistant message, registered, recovered and continued
     together in one session."""
-    from ._ledger_system_adapter import LedgerSystemAdapter, ledger_system
+    from settled.conformance._bundled._ledger_system_adapter import LedgerSystemAdapter, ledger_system
 
     cls = adapter_class or LedgerSystemAdapter
     system = ledger_system(3)
@@ -173,15 +170,15 @@ def sweep_machine(machine: str, store: str | None = None,
     factory: Callable[[], Adapter]
     extra: dict[str, Any] = {} if store is None else {"store": store}
     if machine == "query":
-        from ._query_adapter import QueryAdapter
+        from settled.conformance._bundled._query_adapter import QueryAdapter
         query_cls: Callable[..., Adapter] = adapter_class or QueryAdapter
         factory = lambda: query_cls(1, 2, **extra)  # noqa: E731
     elif machine == "approval":
-        from ._approval_adapter import ApprovalAdapter
+        from settled.conformance._bundled._approval_adapter import ApprovalAdapter
         approval_cls: Callable[..., Adapter] = adapter_class or ApprovalAdapter
         factory = lambda: approval_cls(1, **extra)  # noqa: E731
     else:
-        from ._ledger_adapter import LedgerAdapter
+        from settled.conformance._bundled._ledger_adapter import LedgerAdapter
         ledger_cls: Callable[..., Adapter] = adapter_class or LedgerAdapter
         factory = lambda: ledger_cls(1)  # noqa: E731
         store = None  # the ledger runtime keeps SQLite files only

@@ -27,9 +27,9 @@ from typing import Any
 
 from hypothesis import settings
 
-from ._lockstep import Action, Record, run_lockstep
-from ._suites import SUITES, SYSTEM_SUITES, Suite, SystemSuite
-from .mutants import Mutant, all_mutants, rule_coverage
+from settled.conformance._bundled._suites import SUITES, SYSTEM_SUITES, Suite, SystemSuite
+from settled.conformance._lockstep import Action, Record, run_lockstep
+from settled.conformance.mutants import Mutant, all_mutants, rule_coverage
 
 __all__ = ["BaselineResult", "MutantResult", "MutantsReport", "Progress", "run_mutants",
            "select_mutants"]
@@ -183,7 +183,7 @@ def _crash_mutant(mutant: Mutant) -> MutantResult:
     """A crash-window mutant: killed when the crash sweep finds a state the model does not
     allow (or a boundary it could not crash: the sweep then fails as well, so a kill is only
     counted with a failure naming a boundary)."""
-    from ._suites import sweep_machine
+    from settled.conformance._bundled._suites import sweep_machine
 
     start = time.perf_counter()
     try:

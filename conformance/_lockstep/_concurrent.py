@@ -56,10 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
-from settled.impl.shared import _db
-from settled.model._system import System
-
-from ._linearize import (
+from settled.conformance._lockstep._linearize import (
     CheckResult,
     History,
     Operation,
@@ -68,6 +65,8 @@ from ._linearize import (
     save_history,
     timeline,
 )
+from settled.impl.shared import _db
+from settled.model._system import System
 
 __all__ = ["DEFAULT_MODE", "CampaignResult", "Mode", "Planned", "Session", "independence", "judge",
            "run_clients"]
@@ -214,7 +213,7 @@ class CampaignResult:
         lines = [head, f"rules: {', '.join(self.rules)}", "minimal history:",
                  timeline(self.minimal, self.model)]
         if self.saved is not None:
-            lines.append(f"saved: {self.saved} (replay: settled.conformance._races.replay)")
+            lines.append(f"saved: {self.saved} (replay: settled.conformance._bundled._races.replay)")
         lines.append(f"instances: {self.independence}")
         return "\n".join(lines)
 

@@ -46,8 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import _expr as x
-from ..model._core import Params, Protocol, Transition
+from settled.model import _expr as x
+from settled.model._core import Params, Protocol, Transition
 
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
@@ -733,7 +733,7 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
 def findings(model: PromelaModel, result: SpinResult) -> list[Any]:
     """SPIN's findings as our :class:`Finding` objects, each with its shortest run replayed
     through the table (``Protocol.fire``): numbered steps and ITF, as the explorer gives."""
-    from ._counterexample import Counterexample, Finding, TraceStep, replay
+    from settled.conformance._counterexample import Counterexample, Finding, TraceStep, replay
 
     p = model.protocol
     out = []

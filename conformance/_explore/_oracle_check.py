@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model._core import Config, Params, Protocol, Step, Transition, Value
-from ..model._oracle import Oracle
-from ._explore import ExploreResult, Progress, Successors, _run
+from settled.conformance._explore import ExploreResult, Progress, Successors, _run
+from settled.model._core import Config, Params, Protocol, Step, Transition, Value
+from settled.model._oracle import Oracle
 
 
 class OracleDisagreement(AssertionError):

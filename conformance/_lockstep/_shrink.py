@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from ._adapter import Adapter, AdapterError
+from settled.conformance._adapter import Adapter, AdapterError
 
 
 class Divergence(AssertionError):

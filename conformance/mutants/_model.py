@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import APPROVAL, LEDGER, QUERY, Effect, Guard, Protocol, Transition
-from ..model import _expr as x
-from ..model._expr import V
+from settled.model import APPROVAL, LEDGER, QUERY, Effect, Guard, Protocol, Transition
+from settled.model import _expr as x
+from settled.model._expr import V
 
 GUARD_DROPPED = "guard_dropped"
 EFFECT_ALTERED = "effect_altered"
@@ -266,10 +266,10 @@ def check(m: ModelMutant) -> MutantCheck:
     safety search, and for a liveness mutant the LTL acceptance-cycle search of its progress
     property) on ``m``. SPIN missing or failing raises (:class:`SpinUnavailable`,
     :class:`SpinFailed`): a mutant SPIN did not check is never reported found."""
-    from ..model.progress import liveness_of
-    from ._explore import explore
-    from ._liveness import VIOLATED, check_machine
-    from ._promela import LTL_VIOLATED, compare, render_machine, run_ltl, run_spin
+    from settled.conformance._explore import explore
+    from settled.conformance._explore._promela import LTL_VIOLATED, compare, render_machine, run_ltl, run_spin
+    from settled.conformance._liveness import VIOLATED, check_machine
+    from settled.model.progress import liveness_of
 
     p = m.protocol
     t0 = time.perf_counter()

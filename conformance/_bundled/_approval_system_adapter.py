@@ -22,11 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from settled.conformance._bundled._approval_adapter import ApprovalAdapter, _check, _Item
 from settled.impl.approval._approval import ToolSpec
 from settled.impl.shared._db import write
 from settled.model.systems import build_approval_system
-
-from ._approval_adapter import ApprovalAdapter, _check, _Item
 
 SHARED_SKU = "S"
 _SYSTEMS: dict[tuple[int, int], Any] = {}
