@@ -530,6 +530,36 @@ class ApprovalAdapter(Adapter):
         finally:
             runtime.close()
 
+    def recovery_pass(self, item: _Item) -> None:
+        """The runtime's own pass over the instance's session (:meth:`ApprovalRuntime.
+        recovery_pass`): it takes up the call no runtime is running."""
+        _check(item.worker.call("recovery_pass", item.session))
+
+    # ------------------------------------------------------------------ quiescence
+    # The quiescence phase's turn of the runtime's own scheduler: every worker step but the
+    # proposal (the agent's, which the kit schedules). The business store's commit or refusal
+    # and the clock are the world's, scheduled by the kit.
+    acting = frozenset(t.trigger for t in APPROVAL.transitions
+                       if t.actor == "worker" and t.trigger != "propose")
+
+    def own_turn(self, instance: int) -> None:
+        """The runtime does its own work on the instance's call: a call it is inside goes on
+        to its next seam (the request shown, the result checkpointed, the answer), a lookup
+        it waits on is answered by the business store, and an idle runtime runs its recovery
+        pass over the session (which may then wait on a lookup, answered in the same turn).
+        A handler waiting on the business store is the store's turn, not the runtime's."""
+        item = self.items[instance]
+        worker = item.worker
+        if worker.parked in ("R1", "R5", "R6"):
+            _check(worker.resume("go"))
+            return
+        if worker.parked is None:
+            if self._call_row(item) is None:
+                return  # nothing proposed: nothing for the runtime
+            _check(worker.call("recovery_pass", item.session))
+        if worker.parked == "lookup":
+            _check(worker.resume("lookup", str(self.business_path)))
+
     # ------------------------------------------------------------------ observe
     def recorded_error(self, instance: int) -> str | None:
         row = self._call_row(self.items[instance])
@@ -727,6 +757,7 @@ _STEPS: Final[dict[str, Step]] = {
     "save_result": _do("go"),
     "retry": _do("lose_answer"),
     "outcome_uncertain": _do("lose_answer"),
+    "resume_abandoned": _do("recovery_pass"),
     "crash_before_commit": _do("crash_in_handler"),
     "crash_after_commit": _do("crash_after_commit"),
     "crash_before_answer": _do("restart"),
