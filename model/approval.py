@@ -48,6 +48,15 @@ committed.
   retries and a not-yet-started re-run, never a commit that happened. A
   committed result stands; cancel after the result checkpoint is illegal
   (it is not a rollback — a compensating call is a new call).
+- A cancel that arrives in ``executing`` or ``committed`` lands only after
+  the runtime running the call died (A8, below), so nobody runs the call
+  (``running`` is false). The runtime's recovery pass then takes it up
+  (``resume_abandoned``, a fair runtime step logged as a restart): it asks the
+  business store, because a cancel of a write that may have started still
+  needs verification (A7). A write that committed before the cancel arrived
+  cannot be undone: the lookup finds it and its first result is checkpointed
+  and answered as recorded (A4, R5, W2), with the cancel request on record;
+  a write that did not commit is cancelled before its re-run (A7).
 - Automatic retries (``retry``) resend the same token; they exist only for
   tools that declare ``retry_safe`` and never after an ``absent`` lookup
   (A5). A retry after the commit returns the stored first result (W2), so
@@ -64,8 +73,9 @@ one consequence for a single call: a cancel can only land in
 ``executing``/``committed`` after the runtime running the call died. A
 cancel recorded on a started call therefore means nobody is running it any
 more: the handler steps (``commit``, ``business_rejected``, ``save_result``,
-``outcome_uncertain``) require ``no_cancel``, and only a restart continues
-the call. (In ``recovering`` a crash is silent, so a cancel there is
+``outcome_uncertain``) require ``no_cancel``, and only a recovery continues
+the call: a restart, or the runtime's recovery pass (``resume_abandoned``).
+(In ``recovering`` a crash is silent, so a cancel there is
 followed by a fresh recovery's lookups.) A crash changes no durable
 variable; it ends the process, so ``running`` becomes false, or true again
 where the restarted runtime recovers at once.
@@ -180,6 +190,7 @@ COMPATIBLE = Guard("compatible", V.contract_compatible)
 INCOMPATIBLE = Guard("incompatible", ~V.contract_compatible)
 NOTHING_COMMITTED = Guard("nothing_committed", V.commits == 0)
 COMMIT_RECORDED = Guard("commit_recorded", V.commits >= 1)
+NOBODY_RUNNING = Guard("nobody_running", ~V.running)
 
 
 def _retry_left(auto_retries: int) -> tuple[Guard, Guard]:
@@ -282,6 +293,16 @@ def build_approval_machine(auto_retries: int = 1) -> Protocol:
         Transition(UNCERTAIN, started, UNKNOWN,
                    "the one re-run's outcome is uncertain again: unknown", ("A5",),
                    guards=(RERUN_USED, NO_CANCEL), effect=_run(False)),
+        # A cancel on a started call lands only once no runtime runs it (A8), and it is not a
+        # rollback (A7): the runtime's recovery pass takes the call up as a restart would and
+        # asks the business store, so a commit that happened is found and answered (R5, A4)
+        # and one that did not is cancelled before the re-run (A7).
+        Transition("resume_abandoned", started, RECOVERING,
+                   "the runtime's recovery pass takes up a started call no runtime is running "
+                   "(a cancel landed after its runtime died): verify it with the business "
+                   "store, never roll it back", ("A7", "A8", "A4", "R5"),
+                   guards=(NOBODY_RUNNING,), effect=_run(True),
+                   observed_as=RESTARTED_EXECUTING),
         Transition("crash_before_commit", (EXECUTING,), RECOVERING,
                    "crash before the business commit: nothing committed; the restarted "
                    "runtime recovers", ("R4", "A6"), effect=_run(True),

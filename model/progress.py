@@ -122,6 +122,12 @@ def approval_liveness(machine: Protocol = APPROVAL) -> Liveness:
                  "cancelled), or unknown for a person", ("A3", "A4")),
         Progress("result_answered", Pred(("result_checkpointed",)), Pred(("answered",)),
                  "a checkpointed result is answered", ("R6",)),
+        Progress("started_write_settles", Pred(("executing", "committed")),
+                 Pred(("executing", "committed"), outside=True),
+                 "a started write is answered, refused or recovered, even when a cancel "
+                 "arrived after it started: the cancel cannot undo a commit, and the "
+                 "runtime's recovery pass reports the call's outcome as the business store "
+                 "recorded it", ("A7", "A8", "R5", "A4")),
     ))
 
 

@@ -88,13 +88,13 @@ MESSAGE_STATES = ("attributed", "pending", "later")
 
 # The approval steps that run inside the runtime under the session's lock (A8): a caller's
 # create, approve, reject, execute, cancel, resume and reconcile, and the runtime's recovery
-# (show, expire, answer and the lookups after a restart). Crashes, the clock, deployments and
-# the business store's own writers do not take it.
+# (show, expire, answer, the recovery pass and the lookups after a restart). Crashes, the
+# clock, deployments and the business store's own writers do not take it.
 SESSION_OPERATIONS = frozenset({
     "propose", "show", "approve", "expire", "reject", "cancel", "crash_before_handler",
-    "execute", "answer", "crash_before_commit", "crash_after_commit", "contract_incompatible",
-    "lookup_found", "lookup_absent", "lookup_conflict", "lookup_failed", "resume_lookup",
-    "reconcile"})
+    "execute", "answer", "resume_abandoned", "crash_before_commit", "crash_after_commit",
+    "contract_incompatible", "lookup_found", "lookup_absent", "lookup_conflict", "lookup_failed",
+    "resume_lookup", "reconcile"})
 
 
 def build_query_system(queries: int = 2, workers: int = 2, max_epoch: int = 2,

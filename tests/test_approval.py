@@ -475,6 +475,41 @@ def test_cancel_is_not_a_rollback(env: Env) -> None:
     settle_and_check(env, call.call_id)
 
 
+@pytest.mark.rule("A7")
+@pytest.mark.rule("A8")
+def test_the_recovery_pass_answers_a_commit_a_late_cancel_cannot_undo(env: Env) -> None:
+    """A cancel lands on a committed call after its runtime died; the runtime's own pass takes
+    the call up, finds the commit and answers its first result: the outcome stands as
+    recorded, with the cancel request on record (A7, R5)."""
+    call = env.approved()
+    crash_at(env, "R5", lambda: env.runtime.execute(call.call_id))
+    env.restart()
+    env.runtime.cancel(call.call_id)
+    (done,) = env.runtime.recovery_pass()
+    assert (done.state, done.cancel_requested) == (S.ANSWERED, True)
+    assert env.runtime.events(call.call_id)[-3:] == ["restart_while_executing", "lookup_found",
+                                                     "answer"]
+    assert env.stock() == 105 and env.runtime.recovery_pass() == []
+    settle_and_check(env, call.call_id)
+
+
+@pytest.mark.rule("A2")
+@pytest.mark.rule("A8")
+def test_the_recovery_pass_takes_up_every_open_call_but_a_busy_session_s(env: Env) -> None:
+    """Old or new, every call nobody is running is moved on; unknown waits for a person, and a
+    session a live process holds is left to it."""
+    pending = env.runtime.propose("s1", "adjust_stock", ADJUST)
+    approved = env.approved(session="s2")
+    busy = env.runtime.propose("s3", "adjust_stock", ADJUST)
+    env.clock.now += 10 * 24 * 3600.0  # long past every deadline and any look-back window
+    with env.runtime.checkpoints.session_lock("s3", "another process"):
+        taken = {c.call_id: c.state for c in env.runtime.recovery_pass()}
+    assert taken == {pending.call_id: S.EXPIRED, approved.call_id: S.ANSWERED}
+    assert env.runtime.get(busy.call_id).state is S.PENDING
+    assert {c.call_id for c in env.runtime.recovery_pass(session_id="s3")} == {busy.call_id}
+    assert env.runtime.get(busy.call_id).state is S.EXPIRED
+
+
 # --- sessions (A8) ----------------------------------------------------------------------------
 
 

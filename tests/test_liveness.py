@@ -201,6 +201,13 @@ LIVENESS_MUTANTS = [
             for t in APPROVAL.transitions)),
         "uncertain_write_resolved", None, marks=pytest.mark.rule("A4"),
         id="recovery-guard-dead-after-crash"),
+    # The model before it said what a cancel arriving after the write started means: nothing
+    # the runtime does then is required, so the call rests in executing (or committed) for ever.
+    pytest.param(
+        dataclasses.replace(APPROVAL, transitions=tuple(
+            t for t in APPROVAL.transitions if t.trigger != "resume_abandoned")),
+        "started_write_settles", ["propose", "show", "approve", "execute", "cancel"],
+        marks=pytest.mark.rule("A7"), id="late-cancel-strands-a-started-call"),
 ]
 
 
@@ -397,7 +404,7 @@ def test_explore_prints_each_property_with_its_fairness_and_verdict(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     progress = json.loads(done.stdout)["progress"]
     assert progress["ok"] is True and progress["complete"] is True
-    assert [p["verdict"] for p in progress["properties"]] == [HOLDS] * 3
+    assert [p["verdict"] for p in progress["properties"]] == [HOLDS] * 4
     assert {f["kind"] for f in progress["fairness"]} == {WEAK, NEVER}
     assert progress["properties"][0]["formula"] == (
         "state in {pending_approval} ~> state not in {pending_approval}")

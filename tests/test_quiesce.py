@@ -25,7 +25,8 @@ from settled.model import QUERY
 from settled.model.progress import query_liveness
 
 QUIESCENCE_MUTANTS = ("Q16-polls-after-explicit-not-found",
-                      "L4-recovery-stops-at-the-first-unpaired-call")
+                      "L4-recovery-stops-at-the-first-unpaired-call",
+                      "A2-recovery-pass-skips-calls-older-than-its-window")
 
 
 def _mutant(name: str) -> Mutant:
@@ -75,6 +76,31 @@ def test_the_phase_fails_a_recovery_that_stops_at_the_first_unpaired_call() -> N
     assert run_tour(suite.lockstep(quiesce=False)) is None  # without the phase: unseen
 
 
+@pytest.mark.rule("A2")
+def test_the_phase_fails_a_recovery_pass_that_skips_calls_older_than_its_window() -> None:
+    mutant = _mutant("A2-recovery-pass-skips-calls-older-than-its-window")
+    suite = approval_suite(mutant.adapter_class)
+    record = run_lockstep(suite.lockstep(mutant.name), profile("dev"), seed=1)
+    assert record.failure is not None and record.unsettled, record.failure
+    assert "approval_decided_or_expired" in record.failure and "A2" in record.failure
+    machine = world(suite.protocol, suite.instances)
+    assert replay(machine, suite.adapter, suite.forbidden, record.steps, quiesce=True)
+    assert replay(machine, approval_suite().adapter, suite.forbidden, record.steps,
+                  quiesce=True) is None
+    assert run_tour(suite.lockstep(quiesce=False)) is None  # without the phase: unseen
+
+
+@pytest.mark.rule("A7")
+def test_the_approval_runtime_settles_every_instance_within_its_bound() -> None:
+    """The runtime's own turns (the call it is inside going on, its recovery pass) settle
+    every call once faults stop, a call cancelled after it started included (A7, A8)."""
+    record = run_lockstep(approval_suite().lockstep(), profile("dev"), seed=1)
+    assert record.failure is None and record.model_finding is None, record.failure
+    q = record.quiescence
+    assert q.problem is None and q.runs > 0 and q.max_bound > 0, q.text()
+    assert q.steps_total <= q.bound_total and q.implementation_turns > 0
+
+
 def test_the_ledger_runtime_settles_every_instance_within_its_bound() -> None:
     record = run_lockstep(ledger_suite().lockstep(), profile("dev"), seed=1)
     assert record.failure is None and record.model_finding is None, record.failure
@@ -120,7 +146,12 @@ def test_a_machine_with_no_progress_property_is_not_checked(
 
 
 def test_an_adapter_without_its_own_turn_is_not_checked() -> None:
-    suite = approval_suite()
+    from settled.conformance._approval_adapter import ApprovalAdapter
+
+    class NoOwnTurn(ApprovalAdapter):
+        own_turn = None  # type: ignore[assignment]
+
+    suite = approval_suite(NoOwnTurn)
     run = Runner(world(suite.protocol, suite.instances), suite.adapter, suite.forbidden, True)
     run.finish()
     assert run.quiet.not_checked is not None and "own_turn" in run.quiet.not_checked

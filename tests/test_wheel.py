@@ -97,8 +97,7 @@ def test_the_wheel_refuses_a_root_that_is_not_a_checkout(installed: Path, tmp_pa
 @pytest.mark.slow
 def test_settled_verify_from_the_wheel_in_an_empty_folder_checks_the_views_and_passes(
         installed: Path, tmp_path: Path) -> None:
-    done = _run(installed, tmp_path, "verify", "--profile", "dev", "--json",
-                "--allow-unchecked", "approval.quiescence")
+    done = _run(installed, tmp_path, "verify", "--profile", "dev", "--json")
     report = json.loads(done.stdout)
     assert done.returncode == report["exit_code"] == 0, done.stderr[-2000:]
     assert report["views"]["source"] == "installed package" and report["views"]["stale"] == []

@@ -39,262 +39,55 @@ lock refuses (A8). So a cancel of a running call is delivered the only way
 it can land, after that runtime died (see the model's A8 note); any other
 caller action on a running call gets ``SessionBusy``, a refusal that changes
 nothing.
+
+In the quiescence phase the runtime takes its own turns (:meth:`ApprovalAdapter.own_turn`):
+a parked call goes on to its next seam, a lookup it waits on is answered by the business
+store, and an idle runtime runs its recovery pass over the instance's session.
+
+The adapter's parts live beside it: ``_approval_worker`` (the runtime's thread and its
+seams), ``_approval_items`` (one instance: its session, clock, tools and setup rows) and
+``_approval_observe`` (what is observed, in the checkpoint and the business store).
 """
 
 from __future__ import annotations
 
 import json
-import queue
 import sqlite3
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from settled.conformance import Adapter, Refused
 from settled.impl.approval._approval import (
     HANDLER_ENTERED,
-    TOOL_SPECS,
     ApprovalExpired,
     ApprovalRuntime,
     SessionBusy,
     ToolSpec,
 )
-from settled.impl.approval._business import BusinessStore, Product, fingerprint, normalize
+from settled.impl.approval._business import BusinessStore, Product, fingerprint
 from settled.impl.approval._checkpoint import CheckpointStore
 from settled.impl.approval._checkpoint import trace_lines as checkpoint_trace_lines
 from settled.impl.approval._reconciler import LookupAnswer, lookup
-from settled.impl.shared._crash import CrashNow, unwatched
+from settled.impl.shared._crash import unwatched
 from settled.impl.shared._db import connect, write
 from settled.impl.shared._errors import CallerError
 from settled.impl.shared._pg import missing_database, release_store, scratch_store
 from settled.model import APPROVAL, Protocol
 from settled.model._core import Value
 
-__all__ = ["ApprovalAdapter", "LostAnswer"]
+from ._approval_items import STOCK, T0, TOOL_FOR, TTL, _Clock, _fresh, _Item
+from ._approval_observe import LOOKUP_CHECKPOINTS, _Observing
+from ._approval_worker import LostAnswer, _check, _Worker
 
-T0: Final = 1_000_000.0
-TTL: Final = 300.0
-STOCK: Final = 100
-SETUP_QUANTITY: Final = 2  # the order each instance may be asked to cancel
-# (retry_safe, instance parity) -> tool: the model chooses retry_safe, the runtime's tool
-# declares it (create_order and adjust_stock are not retry_safe, the other two are). The
-# kit's coverage tour drives instance 0, mostly with retry_safe false, so that slot holds the
-# tool with the most to get wrong: arguments with a normal form (W5), and a result that a
-# recomputation could not reproduce (a new order gets a new id, A4).
-TOOL_FOR: Final = {(False, 0): "create_order", (False, 1): "adjust_stock",
-                   (True, 0): "cancel_order", (True, 1): "set_listing"}
-PARKS: Final = frozenset({"R1", HANDLER_ENTERED, "R5", "R6"})
-WAIT: Final = 60.0  # seconds a parked call may take to reach its next seam
-# Checkpointed states from which recovery may look the call's token up, and so needs its
-# record (W8): written out here, not imported, so a runtime that forgets one is caught.
-LOOKUP_CHECKPOINTS: Final = frozenset({"executing", "recovering", "unknown"})
+# The adapter's parts live beside it (the runtime's thread, an instance, the observations);
+# these names are imported from here by other modules.
+__all__ = ["LOOKUP_CHECKPOINTS", "STOCK", "TTL", "ApprovalAdapter", "LostAnswer", "_Item",
+           "_check"]
 
 
-def _fresh() -> float:
-    return time.time() + 10 * 365 * 24 * 3600.0
-
-
-class LostAnswer(ConnectionError):
-    """The handler's answer never arrived: not a caller error, so the outcome is uncertain."""
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    kind: str  # parked | done | raised | crashed | ok
-    value: Any = None
-
-
-class _Worker:
-    """One instance's runtime, in a thread of its own; runs one runtime call at a time."""
-
-    def __init__(self, open_runtime: Callable[[Callable[[str], None], Any], ApprovalRuntime],
-                 answer_lookup: Callable[[str, str, str, Mapping[str, Any]], LookupAnswer]) -> None:
-        self._open, self._answer = open_runtime, answer_lookup
-        self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
-        self._outbox: queue.Queue[_Reply] = queue.Queue()
-        self._armed: set[str] = set()
-        self._runtime: ApprovalRuntime | None = None  # touched by the runtime's thread only
-        self.parked: str | None = None
-        self._thread = threading.Thread(target=self._serve, daemon=True, name="approval-runtime")
-        self._thread.start()
-        _check(self._wait())
-
-    # -- the adapter's side ------------------------------------------------------------------
-    def call(self, method: str, *args: Any, crash_at: str | None = None,
-             **kwargs: Any) -> _Reply:
-        if self.parked:
-            raise RuntimeError(f"the runtime is still inside a call (at {self.parked})")
-        return self._send("call", method, args, crash_at, kwargs)
-
-    def resume(self, instruction: str, arg: Any = None) -> _Reply:
-        if not self.parked:
-            raise RuntimeError(f"the runtime is not inside a call, so it cannot {instruction}")
-        return self._send(instruction, arg)
-
-    def crash(self) -> None:
-        """Kill the parked call where it is, or restart an idle runtime from the files."""
-        _check(self.resume("crash") if self.parked else self._send("restart"))
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            if self.parked:
-                self.crash()
-            self._send("stop")
-        self._thread.join(WAIT)
-
-    def _send(self, *command: Any) -> _Reply:
-        self._inbox.put(command)
-        return self._wait()
-
-    def _wait(self) -> _Reply:
-        try:
-            reply = self._outbox.get(timeout=WAIT)
-        except queue.Empty:
-            raise RuntimeError(f"the runtime did not reach a seam within {WAIT:.0f}s") from None
-        self.parked = reply.value if reply.kind == "parked" else None
-        return reply
-
-    # -- the runtime's thread ----------------------------------------------------------------
-    def _serve(self) -> None:
-        self._outbox.put(self._restart())
-        while True:
-            command, *rest = self._inbox.get()
-            if command == "stop":
-                self._close()
-                self._outbox.put(_Reply("ok"))
-                return
-            self._outbox.put(self._restart() if command == "restart" else self._run(*rest))
-
-    def _run(self, method: str, args: tuple[Any, ...], crash_at: str | None,
-             kwargs: Mapping[str, Any]) -> _Reply:
-        if self._runtime is None:
-            return _Reply("raised", RuntimeError("the runtime could not be opened"))
-        self._armed = {crash_at} if crash_at else set()
-        try:
-            return _Reply("done", getattr(self._runtime, method)(*args, **kwargs))
-        except CrashNow as crash:  # a hard exit: nothing after the point ran
-            restarted = self._restart()  # a new process opens the same files
-            return restarted if restarted.kind == "raised" else _Reply("crashed", crash.point)
-        except Exception as exc:  # the reply carries it to the adapter's thread
-            return _Reply("raised", exc)
-
-    def _restart(self) -> _Reply:
-        self._close()
-        try:
-            self._runtime = self._open(self._hook, self._lookup)
-        except Exception as exc:
-            return _Reply("raised", exc)
-        return _Reply("ok")
-
-    def _close(self) -> None:
-        if self._runtime is not None:
-            self._runtime.close()
-            self._runtime = None
-
-    def _hook(self, point: str) -> None:
-        if point in self._armed:
-            self._armed.discard(point)
-            raise CrashNow(point)
-        if point in PARKS:
-            self._park(point)
-
-    def _park(self, point: str) -> Any:
-        self._outbox.put(_Reply("parked", point))
-        instruction, arg = self._inbox.get()
-        if instruction == "crash":
-            raise CrashNow(point)
-        if instruction == "fail":
-            raise LostAnswer(f"the answer was lost at {point}")
-        if instruction == "crash_at":
-            self._armed.add(arg)
-        return arg
-
-    def _lookup(self, token: str, tool: str, args: Mapping[str, Any]) -> LookupAnswer:
-        source = self._park("lookup")
-        return self._answer(source, token, tool, args)
-
-
-@dataclass
-class _Item:
-    n: int
-    worker: _Worker = field(init=False)
-    clock: _Clock = field(default_factory=_Clock)
-    tools: dict[str, ToolSpec] = field(default_factory=lambda: dict(TOOL_SPECS))
-    proposed_at: float = T0
-    stock_moved: int = 0  # by other writers, on the instance's own product (see _commits)
-    order_id: str = ""  # the setup order, made from the instance's draft (W7)
-    resubmits: int = 0
-    replay_first: Any = None  # the setup adjustment's first result (W2)
-    replay_answers: list[Any] = field(default_factory=list)  # what replaying its token returned
-    # Its arguments under new tokens (W4): each token, taken before the call, and its answer.
-    renewal_tokens: list[str] = field(default_factory=list)
-    renewals: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def replay_token(self) -> str:
-        return f"setup-stock-{self.n}"
-
-    def replay_args(self) -> Any:
-        return {"sku": f"R{self.n}", "delta": 1}  # a product of its own, touched by nothing else
-    draft_answers: list[str] = field(default_factory=list)  # order ids a resubmission returned
-
-    @property
-    def draft_id(self) -> str:
-        return f"draft-{self.n}"
-
-    def draft_args(self) -> Any:
-        return {"customer": f"setup-{self.n}", "draft_id": self.draft_id,
-                "items": [{"sku": self.listed, "quantity": SETUP_QUANTITY}]}
-
-    @property
-    def session(self) -> str:
-        return f"session-{self.n}"
-
-    @property
-    def run(self) -> str:
-        """The run the instance's call is proposed in: it finds the call in the checkpoint."""
-        return f"run-{self.n}"
-
-    @property
-    def listed(self) -> str:
-        return f"L{self.n}"
-
-    @property
-    def other(self) -> str:
-        return f"M{self.n}"
-
-    @property
-    def unlisted(self) -> str:
-        return f"U{self.n}"
-
-    @property
-    def customer(self) -> str:
-        return f"Customer {self.n}"
-
-    def args(self, tool: str) -> Any:
-        # create_order's arguments are deliberately not in normal form (W5): an untrimmed
-        # name, a SKU split over two lines, items out of order.
-        return {"create_order": {"customer": f"  {self.customer} ", "items": [
-                    {"sku": self.other, "quantity": 1}, {"sku": self.listed, "quantity": 2},
-                    {"sku": self.other, "quantity": 1}]},
-                "cancel_order": {"order_id": self.order_id},
-                "adjust_stock": {"sku": self.listed, "delta": -3},
-                "set_listing": {"sku": self.unlisted, "listed": True}}[tool]
-
-
-class ApprovalAdapter(Adapter):
+class ApprovalAdapter(_Observing, Adapter):
     """Drives the bundled approval runtime; a mutant swaps ``runtime_class`` or the lookup."""
 
     runtime_class: ClassVar[type[ApprovalRuntime]] = ApprovalRuntime
@@ -530,148 +323,30 @@ class ApprovalAdapter(Adapter):
         finally:
             runtime.close()
 
-    # ------------------------------------------------------------------ observe
-    def recorded_error(self, instance: int) -> str | None:
-        row = self._call_row(self.items[instance])
-        return None if row is None or "error" not in row.keys() else row["error"]  # noqa: SIM118 (a Row tests values)
+    # ------------------------------------------------------------------ quiescence
+    # The quiescence phase's turn of the runtime's own scheduler: every worker step but the
+    # proposal (the agent's, which the kit schedules). The business store's commit or refusal
+    # and the clock are the world's, scheduled by the kit.
+    acting = frozenset(t.trigger for t in APPROVAL.transitions
+                       if t.actor == "worker" and t.trigger != "propose")
 
-    def observe(self, instance: int) -> Mapping[str, Value]:
+    def own_turn(self, instance: int) -> None:
+        """The runtime does its own work on the instance's call: a call it is inside goes on
+        to its next seam (the request shown, the result checkpointed, the answer), a lookup
+        it waits on is answered by the business store, and an idle runtime runs its recovery
+        pass over the session (which may then wait on a lookup, answered in the same turn).
+        A handler waiting on the business store is the store's turn, not the runtime's."""
         item = self.items[instance]
-        row = self._call_row(item)
-        if row is None:  # nothing durable yet: the model's initial configuration
-            c = self.protocol.initial_config()
-            view = self.protocol.view(c)
-            return {"state": c.state, **{v.name: view[v.name] for v in self.protocol.variables
-                                         if not v.ghost and v.name not in self.unobservable},
-                    "draft_order": self._draft(item), "replay": self._replay(item),
-                    "renewal": self._renewal(item)}
-        commits = self._commits(item, row["tool"])
-        state = row["state"]
-        if state == "executing" and commits:  # the checkpoint cannot see the commit
-            state = "committed"
-        return {"state": state, "token_id": self._token(row), "shown": bool(row["shown"]),
-                "running": item.worker.parked is not None,
-                "deadline_passed": self._deadline_passed(item, row),
-                "retry_safe": bool(row["retry_safe"]), "rerun": bool(row["rerun_used"]),
-                "retries_allowed": bool(row["retries_allowed"]),
-                "cancel_requested": bool(row["cancel_requested"]),
-                "contract_compatible":
-                    item.tools[row["tool"]].schema_fingerprint == row["schema_fingerprint"],
-                "result": self._result(row), "commits": commits,
-                "draft_order": self._draft(item), "replay": self._replay(item),
-                "renewal": self._renewal(item), "token_record": self._token_record(row, commits)}
-
-    def _renewal_answers(self, item: _Item) -> list[Any]:
-        """Each renewal's answer: the one it got, else (a crash took it) what the store
-        recorded under its token; a renewal the store has no record of never reached it."""
-        out = []
-        for token in item.renewal_tokens:
-            if token in item.renewals:
-                out.append(item.renewals[token])
-                continue
-            row = self.world.connection.execute(
-                "SELECT result FROM mutation_requests WHERE client_token = ?", (token,)).fetchone()
-            if row is not None:
-                out.append(json.loads(row[0]))
-        return out
-
-    def _renewed(self, item: _Item) -> int:
-        """The renewals that were applied as new calls (their answer is not the first one)."""
-        return sum(1 for answer in self._renewal_answers(item) if answer != item.replay_first)
-
-    def _renewal(self, item: _Item) -> str:
-        """New call: every renewal was applied, not answered with the first call's result."""
-        answers = self._renewal_answers(item)
-        new = sum(1 for answer in answers if answer != item.replay_first)
-        return "new_call" if new == len(answers) else "deduplicated"
-
-    def _replay(self, item: _Item) -> str:
-        """First: every replay answered with the first result, and the stock moved once (and
-        once more for each renewal applied as a new call)."""
-        moved_once = (self.world.stock(item.replay_args()["sku"])
-                      == STOCK + 1 + self._renewed(item))
-        same = all(answer == item.replay_first for answer in item.replay_answers)
-        return "first" if same and moved_once else "applied_again"
-
-
-
-    def _draft(self, item: _Item) -> str:
-        """Original: every resubmission answered with the setup order, and it is the only one."""
-        orders = self.world.connection.execute("SELECT COUNT(*) FROM orders WHERE draft_id = ?",
-                                               (item.draft_id,)).fetchone()[0]
-        same = all(answer == item.order_id for answer in item.draft_answers)
-        return "original" if same and orders == 1 else "duplicate"
-
-    def _token_record(self, row: sqlite3.Row, commits: int) -> str:
-        """Lost: committed, recovery may still look the token up, and its record is gone (W8)."""
-        if not commits or row["state"] not in LOOKUP_CHECKPOINTS:
-            return "kept"
-        found = self.world.connection.execute(
-            "SELECT 1 FROM mutation_requests WHERE client_token = ?",
-            (row["client_token"],)).fetchone()
-        return "kept" if found else "lost"
-
-    def _commits(self, item: _Item, tool: str) -> int:
-        """Applications of the call's change, read off the business rows it changes."""
-        conn = self.world.connection
-        if tool == "create_order":
-            return int(conn.execute("SELECT COUNT(*) FROM orders WHERE customer = ?",
-                                    (item.customer,)).fetchone()[0])
-        if tool == "set_listing":
-            listed = conn.execute("SELECT listed FROM products WHERE sku = ?",
-                                  (item.unlisted,)).fetchone()
-            return 0 if listed is None else int(listed[0])
-        stock = int(conn.execute("SELECT stock FROM products WHERE sku = ?",
-                                 (item.listed,)).fetchone()[0])
-        moved = stock - (STOCK - SETUP_QUANTITY) - item.stock_moved
-        each = SETUP_QUANTITY if tool == "cancel_order" else item.args(tool)["delta"]
-        return moved // each if moved % each == 0 else moved
-
-    def _recorded(self, row: sqlite3.Row) -> list[sqlite3.Row]:
-        """Records of the call's own (normalized) arguments, under any token."""
-        args = normalize(row["tool"], json.loads(row["normalized_args"]))
-        return list(self.world.connection.execute(
-            "SELECT client_token, result FROM mutation_requests WHERE tool = ? AND "
-            "args_fingerprint = ?", (row["tool"], fingerprint(row["tool"], args))))
-
-    def _token(self, row: sqlite3.Row) -> str:
-        tokens = {r["client_token"] for r in self._recorded(row)}
-        return "new" if tokens - {row["client_token"]} else "original"
-
-    def _result(self, row: sqlite3.Row) -> str:
-        if row["result"] is None:
-            return "none"
-        first = [json.loads(r["result"]) for r in self._recorded(row)]
-        # A retention purge (W8) may remove the record later; what it held when the result
-        # was checkpointed is what the result is compared with, so keep it per call.
-        known = self._first_results.setdefault(row["call_id"], [])
-        known.extend(x for x in first if x not in known)
-        return "first" if json.loads(row["result"]) in known else "rebuilt"
-
-    def _deadline_passed(self, item: _Item, row: sqlite3.Row) -> bool:
-        if row["state"] == "pending_approval":
-            return bool(item.clock.now >= row["deadline"])
-        # The model's deadline stops mattering when the call leaves pending.
-        left = self._read.execute(
-            "SELECT at FROM call_events WHERE call_id = ? AND from_state = 'pending_approval' "
-            "AND state != 'pending_approval' ORDER BY seq LIMIT 1", (row["call_id"],)).fetchone()
-        return left is not None and bool(left[0] >= row["deadline"])
-
-    def _row(self, item: _Item) -> sqlite3.Row:
-        row = self._call_row(item)
-        if row is None:
-            raise CallerError(f"{item.run} has no call yet")
-        return row
-
-    def _call_id(self, item: _Item) -> str:
-        row = self._call_row(item)
-        return "call-not-proposed" if row is None else str(row["call_id"])
-
-    def _call_row(self, item: _Item) -> sqlite3.Row | None:
-        """The instance's call as checkpointed (found by its run), or None before propose."""
-        row: sqlite3.Row | None = self._read.execute("SELECT * FROM calls WHERE run_id = ?",
-                                                     (item.run,)).fetchone()
-        return row
+        worker = item.worker
+        if worker.parked in ("R1", "R5", "R6"):
+            _check(worker.resume("go"))
+            return
+        if worker.parked is None:
+            if self._call_row(item) is None:
+                return  # nothing proposed: nothing for the runtime
+            _check(worker.call("recovery_pass", item.session))
+        if worker.parked == "lookup":
+            _check(worker.resume("lookup", str(self.business_path)))
 
     # ------------------------------------------------------------------ trace
     def trace_lines(self) -> Iterable[str]:
@@ -690,11 +365,6 @@ class ApprovalAdapter(Adapter):
         if self._tmp is not None:
             self._tmp.cleanup()
 
-
-def _check(reply: _Reply) -> _Reply:
-    if reply.kind == "raised":
-        raise reply.value
-    return reply
 
 
 Step = Callable[[ApprovalAdapter, _Item, Mapping[str, Value]], None]
@@ -727,6 +397,9 @@ _STEPS: Final[dict[str, Step]] = {
     "save_result": _do("go"),
     "retry": _do("lose_answer"),
     "outcome_uncertain": _do("lose_answer"),
+    # The step the recovery pass takes for this call (own_turn runs the pass itself; here the
+    # call is named, so that in a system the pass does not take up another call of the session).
+    "resume_abandoned": _do("recover"),
     "crash_before_commit": _do("crash_in_handler"),
     "crash_after_commit": _do("crash_after_commit"),
     "crash_before_answer": _do("restart"),

@@ -27,6 +27,7 @@ from settled.impl.approval._approval import (
     _NOT_STARTED,
     _PENDING,
     _RECOVERING,
+    _RESUMABLE,
     ApprovalRuntime,
     Call,
     IllegalCallState,
@@ -132,7 +133,7 @@ class W5ArgumentsNotNormalized(ApprovalRuntime):
                 schema_fingerprint=spec.schema_fingerprint, retry_safe=spec.retry_safe,
                 deadline=self._clock() + self._ttl, state=S.PENDING), "propose")
             self._hook("R1")
-            call = self._show(call)
+            call = self._show_unless_expired(call)
             self._hook("R2")
             return call
 
@@ -415,9 +416,7 @@ class R5RecoveryRerunsWithoutLookup(ApprovalRuntime):
 
     def _resume(self, call: Call) -> Call:
         if call.state is S.PENDING:
-            if self._clock() >= call.deadline:
-                return self._update(call, "expire", _PENDING, S.EXPIRED)
-            return call if call.shown else self._show(call)
+            return self._show_unless_expired(call)
         if call.state is S.APPROVED:
             return self._execute_approved(call)
         if call.state is S.EXECUTING:
@@ -461,6 +460,36 @@ class R6RestartRefreshesResult(ApprovalRuntime):
         if call.state is State.RESULT_CHECKPOINTED:  # bug: run again to refresh the result
             self._business.execute(call.tool, f"refresh-{uuid.uuid4().hex}", call.args)
         return super()._resume(call)
+
+
+# -- A2: a recovery pass that looks back only as far as its window ------------------------------
+RECOVERY_WINDOW = 60.0  # seconds: the look-back of the mutant's recovery pass
+
+
+class A2RecoveryPassSkipsOldCalls(ApprovalRuntime):
+    """A2 broken by the runtime's own scheduler: its recovery pass takes up only the calls
+    proposed within its look-back window, and an older call is never taken up again.
+
+    How it gets written: "the reconciler scans recent calls; anything older was dealt with
+    long ago", a window that keeps each pass cheap. But a pending approval whose deadline
+    passed is older than such a window exactly when it must be expired, and it stays pending
+    for ever. Every step the kit asks for is right (expiry itself is untouched), so only the
+    quiescence phase, where the runtime's own pass must settle every call, shows it.
+    """
+
+    def recovery_pass(self, session_id: str | None = None) -> list[Call]:
+        taken: list[Call] = []
+        for call in self._checkpoints.calls(_RESUMABLE):
+            if session_id is not None and call.session_id != session_id:
+                continue
+            # bug: the call's age, since its proposal (its deadline less the time-to-live)
+            if self._clock() - (call.deadline - self._ttl) > RECOVERY_WINDOW:
+                continue
+            try:
+                taken.append(self.recover(call.call_id))
+            except SessionBusy:
+                continue  # a live process is inside an operation of this session
+        return taken
 
 
 # -- W4: a new token deduplicated by its arguments ----------------------------------------------
@@ -604,6 +633,11 @@ MUTANTS: list[Mutant] = [
     Mutant("R3-approved-call-proposed-again", "R3", "approval",
            "a restart withdraws an approved call and proposes a copy under a new token",
            _adapter("R3Adapter", runtime_class=R3ApprovedCallProposedAgain)),
+    Mutant("A2-recovery-pass-skips-calls-older-than-its-window", "A2", "approval",
+           "the runtime's recovery pass skips calls proposed before its look-back window, so "
+           "a pending approval past its deadline is never expired (only the quiescence phase "
+           "shows it)",
+           _adapter("A2WindowAdapter", runtime_class=A2RecoveryPassSkipsOldCalls)),
     Mutant("V1-display-log-decides-recovery", "V1", "approval",
            "recovery re-runs a call whose success event the display log lacks, without a lookup",
            _adapter("V1Adapter", runtime_class=V1DisplayDecidesRecovery)),

@@ -25,6 +25,10 @@ first result exactly as stored; ``absent`` re-runs the original call once
 with retries off; conflict, a failed lookup, or a second uncertain outcome
 leave the call ``unknown``, where nothing writes until a person steps in.
 
+The runtime's own scheduler is :meth:`ApprovalRuntime.recovery_pass`: a deployment
+runs it periodically (and after a restart) so that no call is left waiting on a
+runtime that died, a deadline that passed, or an answer not yet shown.
+
 Crash points: the injectable ``hook`` is called with ``"R1"`` … ``"R6"`` at
 the protocol's crash windows and with ``"handler_entered"`` each time the
 business handler starts; a crash test makes it ``os._exit``.
@@ -94,6 +98,8 @@ _NOT_STARTED = frozenset({S.PENDING, S.APPROVED})
 _MAY_HAVE_STARTED = frozenset({S.EXECUTING, S.RECOVERING, S.UNKNOWN})
 _IN_FLIGHT = frozenset({S.PENDING, S.APPROVED, S.EXECUTING, S.RECOVERING, S.UNKNOWN,
                         S.RESULT_CHECKPOINTED})
+# What the runtime's recovery pass takes up: every open call no person must decide (A4).
+_RESUMABLE = _IN_FLIGHT - {S.UNKNOWN}
 
 # What to tell a caller who tries an action in a state that does not allow it.
 _HINTS: Final = {
@@ -246,7 +252,7 @@ class ApprovalRuntime:
                 schema_fingerprint=spec.schema_fingerprint, retry_safe=spec.retry_safe,
                 deadline=self._clock() + self._ttl, state=S.PENDING), "propose")
             self._hook("R1")
-            call = self._show(call)
+            call = self._show_unless_expired(call)
             self._hook("R2")
             return call
 
@@ -309,12 +315,31 @@ class ApprovalRuntime:
             self._require(call, "reconcile", _UNKNOWN)
             return self._update(call, "reconcile", _UNKNOWN, S.RECONCILED, error=note)
 
+    # -- the runtime's own scheduler ------------------------------------------------------------
+    def recovery_pass(self, session_id: str | None = None) -> list[Call]:
+        """One pass of the runtime's own scheduler over the checkpoint (of one session, when
+        ``session_id`` is given): every open call that no person must decide is taken up
+        where its checkpoint says (:meth:`recover`), however long ago it was last touched. A
+        pending call is shown, or expired at its deadline (A2); an approved one is executed;
+        a started call that no process runs (its runtime died, or a cancel landed after it
+        did) is looked up and answered or cancelled, never rolled back (A3, A4, A7, R4, R5);
+        a checkpointed result is answered (R6). A call whose session a live process holds is
+        that process's (A8); an unknown call waits for a person (A4). Returns the calls
+        taken up, as the pass left them."""
+        taken: list[Call] = []
+        for call in self._checkpoints.calls(_RESUMABLE):
+            if session_id is not None and call.session_id != session_id:
+                continue
+            try:
+                taken.append(self.recover(call.call_id))
+            except SessionBusy:
+                continue  # a live process is inside an operation of this session
+        return taken
+
     # -- the runtime's steps ---------------------------------------------------------------------
     def _resume(self, call: Call) -> Call:
         if call.state is S.PENDING:
-            if self._clock() >= call.deadline:
-                return self._update(call, "expire", _PENDING, S.EXPIRED)
-            return call if call.shown else self._show(call)
+            return self._show_unless_expired(call)
         if call.state is S.APPROVED:
             return self._execute_approved(call)
         if call.state is S.EXECUTING:
@@ -326,6 +351,12 @@ class ApprovalRuntime:
         if call.state is S.RESULT_CHECKPOINTED:
             return self._answer(call)
         return call  # unknown waits for a person; terminal states are settled
+
+    def _show_unless_expired(self, call: Call) -> Call:
+        """A request is shown only while it can still be approved (A2, R2)."""
+        if self._clock() >= call.deadline:
+            return self._update(call, "expire", _PENDING, S.EXPIRED)
+        return call if call.shown else self._show(call)
 
     def _show(self, call: Call) -> Call:
         payload = {"tool": call.tool, "args": dict(call.args), "deadline": call.deadline}
