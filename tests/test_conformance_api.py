@@ -60,7 +60,7 @@ def test_the_bundled_adapters_use_only_public_names_of_the_kit():
         assert private == [], f"{path.name} imports private kit modules: {private}"
         assert "from settled.conformance import" in text
     for part in APPROVAL_PARTS:  # the parts use no kit module at all
-        text = (ROOT / f"conformance/{part}.py").read_text()
+        text = (ROOT / f"conformance/_bundled/{part}.py").read_text()
         kit = [m for m in re.findall(r"^from (\.\w*|settled\.conformance\b[.\w]*) import",
                                      text, re.M) if m.lstrip(".") not in APPROVAL_PARTS]
         assert kit == [], f"{part} imports kit modules: {kit}"

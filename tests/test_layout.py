@@ -82,7 +82,6 @@ OVER_500 = {
     "conformance/_explore/_promela.py": "the Promela renderer and SPIN runner; to split by "
                                         "rendering, running and LTL",
     "conformance/_explore/_system.py": "the system explorer's compiled space and its search",
-    "conformance/_bundled/_approval_adapter.py": "the approval runtime's adapter",
     "conformance/_bundled/_query_adapter.py": "the query runtime's adapter",
     "conformance/mutants/query.py": "the query catalogue: one class a mutant, each the shipped "
                                     "method plus its marked bug",

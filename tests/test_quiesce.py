@@ -146,7 +146,7 @@ def test_a_machine_with_no_progress_property_is_not_checked(
 
 
 def test_an_adapter_without_its_own_turn_is_not_checked() -> None:
-    from settled.conformance._approval_adapter import ApprovalAdapter
+    from settled.conformance._bundled._approval_adapter import ApprovalAdapter
 
     class NoOwnTurn(ApprovalAdapter):
         own_turn = None  # type: ignore[assignment]
