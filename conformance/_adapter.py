@@ -62,8 +62,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping
 from typing import ClassVar
 
-from settled.model import Protocol
-from settled.model._core import Value
+from settled.model import Protocol, Value
 
 
 class Refused(Exception):

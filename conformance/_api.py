@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from settled.conformance._lockstep._shrink import Invalid
-from settled.model import MACHINES, Protocol
-from settled.model._system import System
+from settled.model import MACHINES, Protocol, System
 
 from . import _itf
 from ._adapter import Adapter, AdapterError

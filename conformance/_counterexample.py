@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..model._core import Config, IllegalTransition, Protocol, Value
+from settled.model import Config, IllegalTransition, Protocol, Value
+
 from . import _itf
 
 INVARIANT = "invariant"

@@ -5,6 +5,11 @@
 top; the small core turns a table into an executable oracle and a graph.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import expr
+from ._compiled import compile_machine
 from ._core import (
     Config,
     DeclarationError,
@@ -23,9 +28,21 @@ from ._core import (
     Transition,
     Variable,
     Vars,
+    lockstep_only,
+    rule_sort_key,
 )
+from ._core import Value as Value
+from ._liveness import STRONG, WEAK, Liveness, Pred, Progress
 from ._rules import RULES
-from ._system import Binding, Refinement, SharedTransition, System, SystemConfig, SystemInvariant
+from ._system import (
+    Binding,
+    Refinement,
+    SharedTransition,
+    System,
+    SystemConfig,
+    SystemInvariant,
+    SystemStep,
+)
 from .approval import APPROVAL, ApprovalState, build_approval_machine
 from .ledger import LEDGER, LedgerState, build_ledger_machine
 from .query import QUERY, QueryState, build_query_machine
@@ -40,7 +57,9 @@ __all__ = [
     "MACHINES",
     "QUERY",
     "RULES",
+    "STRONG",
     "SYSTEMS",
+    "WEAK",
     "ApprovalState",
     "Binding",
     "Config",
@@ -50,9 +69,13 @@ __all__ = [
     "IllegalTransition",
     "Invariant",
     "LedgerState",
+    "Liveness",
     "ModelError",
+    "Oracle",
     "Param",
     "Params",
+    "Pred",
+    "Progress",
     "Protocol",
     "QueryState",
     "Refinement",
@@ -64,7 +87,9 @@ __all__ = [
     "System",
     "SystemConfig",
     "SystemInvariant",
+    "SystemStep",
     "Transition",
+    "Value",
     "Variable",
     "Vars",
     "build_approval_machine",
@@ -73,4 +98,25 @@ __all__ = [
     "build_ledger_system",
     "build_query_machine",
     "build_query_system",
+    "compile_machine",
+    "expr",
+    "lockstep_only",
+    "rule_sort_key",
+    "static_findings",
 ]
+
+if TYPE_CHECKING:
+    from ._graph import static_findings
+    from ._oracle import Oracle
+
+# Loaded on first use: the oracle needs ``transitions`` and the static findings ``networkx``.
+_LAZY = {"Oracle": "._oracle", "static_findings": "._graph"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value

@@ -30,9 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from settled import _diagrams, _spec, _system_views
-from settled.model import MACHINES, RULES, Protocol
-from settled.model._core import rule_sort_key
-from settled.model._system import System
+from settled.model import MACHINES, RULES, Protocol, System, rule_sort_key
 from settled.model.systems import SYSTEMS
 
 

@@ -19,9 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from settled.model import RULES, Invariant, Protocol, StepProperty
-from settled.model._core import rule_sort_key
-from settled.model._system import System, SystemInvariant
+from settled.model import RULES, Invariant, Protocol, StepProperty, System, SystemInvariant, rule_sort_key
 
 
 def rule_tests(tests_dir: Path) -> dict[str, list[str]]:

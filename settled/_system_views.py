@@ -24,7 +24,7 @@ emitted in declaration order, and the SVG drops Graphviz's version comment.
 from __future__ import annotations
 
 from settled._diagrams import to_svg
-from settled.model._system import System
+from settled.model import System
 
 _FONT = 'fontname="Helvetica", fontsize=11'
 

@@ -60,9 +60,7 @@ from settled.conformance._lockstep import (
 from settled.conformance._lockstep._quiesce import factory_reason
 from settled.conformance._profiles import profile
 from settled.impl.shared._pg import redact
-from settled.model import MACHINES, Protocol
-from settled.model._graph import static_findings
-from settled.model._system import System
+from settled.model import MACHINES, Protocol, System, static_findings
 from settled.model.progress import liveness_of
 from settled.model.systems import SYSTEMS
 

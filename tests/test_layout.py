@@ -97,3 +97,15 @@ def test_no_module_of_the_kit_is_over_500_lines_unless_listed_with_why() -> None
     assert over <= set(OVER_500), f"split these, or list them with why: {sorted(over - set(OVER_500))}"
     shrunk = set(OVER_500) - over
     assert not shrunk, f"these are 500 lines or fewer now: take them off OVER_500: {sorted(shrunk)}"
+
+
+def test_the_kit_and_the_command_line_use_only_the_models_public_names() -> None:
+    bad = {f"{p.relative_to(ROOT)}: {name}" for layer in ("conformance", "settled")
+           for p in (ROOT / layer).rglob("*.py") for name in _imports(p)
+           if name.startswith("settled.model._")}
+    assert not bad, f"export the name from settled.model (or settled.model.expr): {sorted(bad)}"
+
+
+def test_the_public_model_check_sees_a_private_import() -> None:
+    probe = ROOT / "conformance" / "_probe.py"  # never written
+    assert "settled.model._core.Value" in _imports(probe, "from ..model._core import Value\n")

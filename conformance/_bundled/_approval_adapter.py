@@ -74,8 +74,7 @@ from settled.impl.shared._crash import unwatched
 from settled.impl.shared._db import connect, write
 from settled.impl.shared._errors import CallerError
 from settled.impl.shared._pg import missing_database, release_store, scratch_store
-from settled.model import APPROVAL, Protocol
-from settled.model._core import Value
+from settled.model import APPROVAL, Protocol, Value
 
 from ._approval_items import STOCK, T0, TOOL_FOR, TTL, _Clock, _fresh, _Item
 from ._approval_observe import LOOKUP_CHECKPOINTS, _Observing

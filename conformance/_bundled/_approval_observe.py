@@ -15,8 +15,7 @@ from typing import Any, Final
 
 from settled.impl.approval._business import BusinessStore, fingerprint, normalize
 from settled.impl.shared._errors import CallerError
-from settled.model import Protocol
-from settled.model._core import Value
+from settled.model import Protocol, Value
 
 from ._approval_items import SETUP_QUANTITY, STOCK, _Item
 

@@ -49,9 +49,7 @@ from settled.conformance._lockstep._linearize import History, Operation
 from settled.impl.approval._business import BusinessStore, Product
 from settled.impl.shared._errors import Busy, CallerError, InsufficientStock
 from settled.impl.shared._pg import release_store, scratch_store
-from settled.model import APPROVAL
-from settled.model._core import Config, IllegalTransition
-from settled.model._system import System
+from settled.model import APPROVAL, Config, IllegalTransition, System
 from settled.model.approval import ApprovalState as A
 from settled.model.systems import build_approval_system
 

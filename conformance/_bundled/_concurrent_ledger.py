@@ -63,8 +63,7 @@ from settled.conformance._lockstep._linearize import History, Operation
 from settled.impl.approval._business import BusinessStore, Product
 from settled.impl.ledger._ledger import LedgerRuntime, ToolCall
 from settled.impl.shared._errors import Busy, CallerError
-from settled.model import LEDGER
-from settled.model._core import Config, IllegalTransition
+from settled.model import LEDGER, Config, IllegalTransition
 from settled.model.ledger import LedgerState as L
 
 __all__ = ["LedgerSessionModel", "run_ledger_campaign"]

@@ -26,9 +26,8 @@ from settled.conformance._lockstep._linearize import History, Operation
 from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
 from settled.impl.query._worker import Worker
 from settled.impl.shared._errors import Busy, CallerError
+from settled.model import Config, Transition, build_query_machine
 from settled.model import Protocol as Machine
-from settled.model import build_query_machine
-from settled.model._core import Config, Transition
 from settled.model.systems import build_query_system
 
 __all__ = ["QueryOpsModel", "run_query_campaign"]

@@ -55,8 +55,7 @@ from settled.impl.ledger._ledger import trace_lines as ledger_trace_lines
 from settled.impl.shared._crash import CrashNow, unwatched
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import CallerError
-from settled.model import LEDGER, Protocol
-from settled.model._core import Value
+from settled.model import LEDGER, Protocol, Value
 
 __all__ = ["FORBIDDEN", "LedgerAdapter"]
 

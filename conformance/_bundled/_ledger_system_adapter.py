@@ -50,8 +50,7 @@ from settled.impl.ledger._ledger import CONTRACTS, Contract, ToolCall, contracts
 from settled.impl.shared._crash import CrashNow, unwatched
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import CallerError
-from settled.model._core import Value
-from settled.model._system import System
+from settled.model import System, Value
 from settled.model.systems import build_ledger_system
 
 __all__ = ["LedgerSystemAdapter", "ledger_system"]

@@ -59,8 +59,7 @@ from settled.impl.query._worker import Worker
 from settled.impl.shared._crash import CrashNow, CrashPoints, unwatched
 from settled.impl.shared._errors import CallerError, NotAllowed
 from settled.impl.shared._pg import release_store, scratch_store
-from settled.model import Protocol, build_query_machine
-from settled.model._core import Value
+from settled.model import Protocol, Value, build_query_machine
 
 MESSAGE_TEXT = "only the app channel, then execute"
 PART_OF_MESSAGE = "execute"

@@ -18,8 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from settled.conformance._adapter import Adapter
 from settled.conformance._lockstep import make_lockstep
 from settled.conformance._lockstep._crash_sweep import SweepReport, sweep
-from settled.model import Protocol, build_query_machine
-from settled.model._system import System
+from settled.model import Protocol, System, build_query_machine
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...model._core import Protocol, lockstep_only
+from settled.model import Protocol, lockstep_only
+
 from .._counterexample import DEADLOCK, TRAP, Finding
 from .._paused import gc_paused
 from ._findings import _coverage, _stuck, _violations

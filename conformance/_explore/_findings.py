@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...model._core import Config, StepProperty
+from settled.model import Config, StepProperty
+
 from .._counterexample import (
     DEADLOCK,
     DOMAIN,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable
 
-from ...model._compiled import compile_machine
-from ...model._core import Config, Params, Protocol, Snapshot, Step, Transition, Value
+from settled.model import Config, Params, Protocol, Snapshot, Step, Transition, Value, compile_machine
+
 from .._counterexample import DOMAIN, INVARIANT
 
 Progress = Callable[[int, int, float], None]

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from settled.conformance._explore import ExploreResult, Progress, Successors, _run
-from settled.model._core import Config, Params, Protocol, Step, Transition, Value
-from settled.model._oracle import Oracle
+from settled.model import Config, Oracle, Params, Protocol, Step, Transition, Value
 
 
 class OracleDisagreement(AssertionError):

@@ -46,8 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from settled.model import _expr as x
-from settled.model._core import Params, Protocol, Transition
+from settled.model import Params, Protocol, Transition
+from settled.model import expr as x
 
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,

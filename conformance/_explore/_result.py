@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...model._core import Config
+from settled.model import Config
+
 from .. import _itf
 
 if TYPE_CHECKING:  # networkx is imported by graph(), not by every command that explores

@@ -13,7 +13,8 @@ from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ...model._core import Config
+from settled.model import Config
+
 from .._counterexample import Counterexample, TraceStep
 from ._local import _PROGRESS_EVERY, Progress, _Local, _params_key
 

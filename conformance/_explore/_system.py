@@ -45,9 +45,17 @@ from typing import Any
 
 from settled.conformance import _itf
 from settled.conformance._paused import gc_paused
-from settled.model._compiled import compile_machine
-from settled.model._core import Config, DeclarationError, Step, Value, lockstep_only
-from settled.model._system import System, SystemConfig, SystemStep
+from settled.model import (
+    Config,
+    DeclarationError,
+    Step,
+    System,
+    SystemConfig,
+    SystemStep,
+    Value,
+    compile_machine,
+    lockstep_only,
+)
 
 Progress = Callable[[int, int, float], None]
 GENERATOR = "settled explore"

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as Interface
 
-from ...model._core import Value
-from ...model._liveness import Liveness, Pred
-from ...model._liveness import Progress as ProgressProperty
+from settled.model import Liveness, Pred, Value
+from settled.model import Progress as ProgressProperty
+
 from .. import _itf
 from .._counterexample import GENERATOR
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...model._core import Config, Params, Protocol, Transition, Value
-from ...model._liveness import Liveness, Pred
+from settled.model import Config, Liveness, Params, Pred, Protocol, Transition, Value
+
 from .._counterexample import to_plain
 from ._graph import REQUIRED, Graph, LivenessResult, _Step
 from ._search import check_graph

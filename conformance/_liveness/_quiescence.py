@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...model._core import Config, Params, Protocol, Transition, Value
-from ...model._liveness import Liveness
+from settled.model import Config, Liveness, Params, Protocol, Transition, Value
+
 from ._machine import classifier
 
 

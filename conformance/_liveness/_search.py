@@ -13,8 +13,9 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ...model._liveness import STRONG, WEAK, Liveness
-from ...model._liveness import Progress as ProgressProperty
+from settled.model import STRONG, WEAK, Liveness
+from settled.model import Progress as ProgressProperty
+
 from ._graph import AT_BOUND, HOLDS, NOT_CHECKED, VIOLATED, Graph, Lasso, LivenessResult, Verdict
 
 

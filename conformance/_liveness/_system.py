@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...model._core import Params, Value
-from ...model._liveness import Liveness, Pred
+from settled.model import Liveness, Params, Pred, Value
+
 from ._graph import CYCLIC, ONCE, REQUIRED, Graph, Lasso, LivenessResult
 from ._machine import classifier, held_in
 from ._search import check_graph

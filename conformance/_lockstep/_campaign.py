@@ -30,8 +30,7 @@ from hypothesis.stateful import (
 )
 
 from settled.conformance._lockstep._shrink import Invalid, cut_at_divergence, run_steps, shrink
-from settled.model import Protocol
-from settled.model._system import System
+from settled.model import Protocol, System
 
 from .._adapter import Adapter, AdapterError
 from .._profiles import install_independent_draws

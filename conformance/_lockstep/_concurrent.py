@@ -66,7 +66,7 @@ from settled.conformance._lockstep._linearize import (
     timeline,
 )
 from settled.impl.shared import _db
-from settled.model._system import System
+from settled.model import System
 
 __all__ = ["DEFAULT_MODE", "CampaignResult", "Mode", "Planned", "Session", "independence", "judge",
            "run_clients"]

@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from settled.conformance._lockstep._shrink import Divergence
-from settled.model import Protocol
-from settled.model._core import Value
-from settled.model._system import System
+from settled.model import Protocol, System, Value
 
 from .._adapter import Adapter, AdapterError, Refused
 from ._action import Action

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from settled.model import Config, Protocol, Step, Transition
-from settled.model._core import Value
-from settled.model._system import System
+from settled.model import Config, Protocol, Step, System, Transition, Value
 
 from ._action import transition_label
 

@@ -46,7 +46,7 @@ from typing import Any, Final
 from settled.conformance._adapter import Adapter
 from settled.conformance._explore import _Local
 from settled.impl.shared._crash import CRASH_EXIT_CODE, CrashNow, install_boundary_hook
-from settled.model._core import Config, Params, Protocol, Value
+from settled.model import Config, Params, Protocol, Value
 
 __all__ = ["CHILD_EVERY", "Operation", "SweepReport", "crash_triggers", "operations", "sweep"]
 

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from settled.model import Config, Params, Protocol, Transition
-from settled.model._core import Value
+from settled.model import Config, Params, Protocol, Transition, Value
 
 from ._action import Action, rules_text
 

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from settled.model._core import Params
-from settled.model._system import System, SystemConfig
+from settled.model import Params, System, SystemConfig
 
 from .. import _itf
 from ._action import SYSTEM, Action

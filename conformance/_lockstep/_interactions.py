@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from settled.model._system import System, SystemConfig, SystemStep
+from settled.model import System, SystemConfig, SystemStep
 
 from ._action import Action, transition_label
 from ._tour import path_to

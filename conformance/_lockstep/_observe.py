@@ -9,8 +9,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from settled.conformance._lockstep._shrink import Divergence
-from settled.model._core import Value
-from settled.model._system import System
+from settled.model import System, Value
 
 from .._adapter import Adapter, AdapterError
 from .._trace import TraceError, check_lines

@@ -43,8 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from settled.conformance._lockstep._shrink import Divergence
-from settled.model._core import Config, Params, Protocol, Step, Transition
-from settled.model._liveness import Progress
+from settled.model import Config, Params, Progress, Protocol, Step, Transition
 
 from .._adapter import Refused
 from ._action import Action, rules_text

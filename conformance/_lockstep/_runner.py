@@ -15,9 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from settled.conformance._lockstep._shrink import Divergence, Invalid
-from settled.model import Config, Step, Transition
-from settled.model._core import Value
-from settled.model._system import System, SystemConfig, SystemStep
+from settled.model import Config, Step, System, SystemConfig, SystemStep, Transition, Value
 
 from .._adapter import Refused
 from ._action import EAGER, SYSTEM, Action, rules_text, transition_label

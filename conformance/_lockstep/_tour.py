@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from settled.conformance._lockstep._shrink import longest_paths
-from settled.model import Config, Params, Protocol, Transition
-from settled.model._core import Value
-from settled.model._system import System
+from settled.model import Config, Params, Protocol, System, Transition, Value
 
 from .._explore import _Local
 from ._action import Action, transition_label

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from settled.conformance._lockstep._shrink import longest_paths
-from settled.model._core import Value
-from settled.model._system import System, SystemConfig
+from settled.model import System, SystemConfig, Value
 
 from ._action import Action, transition_label
 from ._coverage import edge_of

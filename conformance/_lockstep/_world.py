@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from settled.model import Config, IllegalTransition, Protocol
-from settled.model._core import Value
-from settled.model._system import System, SystemConfig, SystemStep
+from settled.model import Config, IllegalTransition, Protocol, System, SystemConfig, SystemStep, Value
 
 from ._action import SYSTEM, Action, transition_label
 

@@ -13,8 +13,7 @@ from typing import Any
 import msgspec
 
 from settled.conformance._paused import gc_paused
-from settled.model import Protocol
-from settled.model._core import Value
+from settled.model import Protocol, Value
 
 from ._events import (
     _DECODE,

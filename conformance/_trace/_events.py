@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from settled.model._core import Value
+from settled.model import Value
 
 SCHEMA_ID = "settled.trace/1"
 

@@ -11,8 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from settled.model import APPROVAL, LEDGER, Config, Protocol, build_query_machine
-from settled.model._core import Value
+from settled.model import APPROVAL, LEDGER, Config, Protocol, Value, build_query_machine
 
 
 # --------------------------------------------------------------------------

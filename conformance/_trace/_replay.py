@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import Any, TypeAlias
 
-from settled.model import Config, Protocol, Transition
-from settled.model._core import Snapshot, Value, rule_sort_key
+from settled.model import Config, Protocol, Snapshot, Transition, Value, rule_sort_key
 
 from ._events import _MEMO_LIMIT, CLOSURE_LIMIT, SHOWN_CANDIDATES, _decode_params, _Event
 from ._machines import WORKER_NAME, Domain, Machine, finite

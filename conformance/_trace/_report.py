@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from settled.model._core import Value
+from settled.model import Value
 
 
 # --------------------------------------------------------------------------

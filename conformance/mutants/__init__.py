@@ -79,8 +79,7 @@ class RuleCoverage:
 
 def rule_coverage(mutants: list[Mutant] | None = None) -> RuleCoverage:
     """The catalogue's (or ``mutants``') coverage of the breakable rules of PROTOCOL.md."""
-    from settled.model import RULES
-    from settled.model._core import rule_sort_key
+    from settled.model import RULES, rule_sort_key
 
     named = {m.rule for m in (all_mutants() if mutants is None else mutants)}
     breakable = sorted((r for r in RULES if r not in UNBREAKABLE), key=rule_sort_key)

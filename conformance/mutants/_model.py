@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from settled.model import APPROVAL, LEDGER, QUERY, Effect, Guard, Protocol, Transition
-from settled.model import _expr as x
-from settled.model._expr import V
+from settled.model import expr as x
+from settled.model.expr import V
 
 GUARD_DROPPED = "guard_dropped"
 EFFECT_ALTERED = "effect_altered"
@@ -112,7 +112,7 @@ def shift_bound(p: Protocol, *where: tuple[str, str | None, str], by: int = 1,
                     and isinstance(e.args[2], x.Const) and type(e.args[2].value) is int):
                 shifted.append(e.text())
                 return x.Compare(e.op, e.args[1], x.Const(e.args[2].value + by))
-            if not isinstance(e, x._Node):
+            if not isinstance(e, x.Node):
                 return e
             return type(e)(*(walk(a) if isinstance(a, x.Expr) else a for a in e.args))
 

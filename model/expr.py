@@ -1,0 +1,56 @@
+"""The expression language of declarations, public: what guards, effects, invariants, step
+properties, bindings and progress properties are written in, and what every engine reads
+(our compiled explorer, the Promela and Quint exports).
+
+``V`` (the machine's variables), ``P`` (the step's parameters), ``B``/``A`` (before and
+after a step), ``T`` (the step's own label), ``S`` (shared variables), ``I`` (one instance)
+and ``STATE`` are the namespaces; ``when``, ``minimum``, ``maximum``, ``unchanged`` and the
+aggregates build the rest with Python's operators. The node classes are for engines that
+walk an expression (``Node`` is every node with operands, in ``args``).
+"""
+
+from ._expr import (
+    STATE,
+    A,
+    Aggregate,
+    And,
+    Arith,
+    B,
+    Compare,
+    Const,
+    Expr,
+    I,
+    IfElse,
+    Index,
+    IsIn,
+    Max,
+    Min,
+    Not,
+    Or,
+    P,
+    S,
+    T,
+    Unchanged,
+    Update,
+    V,
+    Var,
+    conjuncts,
+    count,
+    disjuncts,
+    every,
+    lift,
+    maximum,
+    minimum,
+    some,
+    total,
+    unchanged,
+    when,
+)
+from ._expr import _Node as Node
+
+__all__ = [
+    "STATE", "A", "Aggregate", "And", "Arith", "B", "Compare", "Const", "Expr", "I", "IfElse",
+    "Index", "IsIn", "Max", "Min", "Node", "Not", "Or", "P", "S", "T", "Unchanged", "Update",
+    "V", "Var", "conjuncts", "count", "disjuncts", "every", "lift", "maximum", "minimum",
+    "some", "total", "unchanged", "when",
+]
