@@ -93,6 +93,7 @@ class QuintModel:
     temporal: tuple[str, ...]  # progress_<name>
     not_expressed: tuple[str, ...] = ()  # what the module leaves out, and why
     notes: tuple[str, ...] = field(default=())
+    variables: Mapping[str, str] = field(default_factory=dict)  # our name -> Quint's
 
 
 def _plain(value: Any) -> Any:
@@ -603,7 +604,7 @@ def render_module(p: Protocol, live: Any = None) -> QuintModel:
         head += [f"//   - {item}" for item in not_expressed]
     text = "\n".join([*head, f"module {mod} {{", *body, ""])
     return QuintModel(p, text, tuple(action_of), tuple(invariants), tuple(temporal),
-                      tuple(not_expressed), tuple(notes))
+                      tuple(not_expressed), tuple(notes), dict(n))
 
 
 def quint_path() -> str | None:

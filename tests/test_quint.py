@@ -10,6 +10,7 @@ one line, except under CI=true, where they fail.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -102,7 +103,11 @@ def violated(p: Protocol, tmp_path: Path, samples: int) -> tuple[int, set[str]]:
     return done.returncode, set(re.findall(r"❌ (\w+)", out))
 
 
-@pytest.mark.parametrize("name", sorted(MACHINES))
+# the query machine's runs take twice the others' (about 11 s each here): in the slow suite
+BY_SIZE = ["approval", "ledger", pytest.param("query", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("name", BY_SIZE)
 def test_quint_run_finds_no_violation_on_a_shipped_machine(name: str, tmp_path: Path) -> None:
     assert violated(MACHINES[name], tmp_path, 30) == (0, set())
 
@@ -172,3 +177,62 @@ def test_what_quint_cannot_express_is_said_in_the_module_and_by_the_command(
     assert done.exit_code == 0, done.output
     assert "NOT EXPRESSED in Quint (left out of the module): progress ordered_names" \
         in done.output
+
+
+def _decode(value: object) -> object:
+    """An ITF value as our model holds it: a number, a name, a truth value, a tuple."""
+    if isinstance(value, dict) and "#bigint" in value:
+        return int(value["#bigint"])
+    if isinstance(value, list):
+        return tuple(_decode(v) for v in value)
+    return value
+
+
+def walk(module: Protocol, table: Protocol, tmp_path: Path) -> tuple[int, list[object]]:
+    """Traces of ``quint run`` on ``module``'s export (ITF), replayed against ``table``'s
+    ``Protocol.enabled``: (steps taken, the steps the table does not allow). A ``settled``
+    stutter is allowed only where the configuration is terminal; a step property recorded
+    broken is a step the table does not allow."""
+    model = render_module(module)
+    path = write(tmp_path, module)
+    done = quint("run", str(path), "--backend", "typescript", "--seed", "2", "--max-samples",
+                 "10", "--n-traces", "10", "--max-steps", "30", "--out-itf",
+                 str(tmp_path / "trace_{seq}.itf.json"))
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    traces = sorted(tmp_path.glob("trace_*.itf.json"))
+    assert traces, "quint run wrote no trace"
+    steps = 0
+    wrong: list[object] = []
+    for trace in traces:
+        states = json.loads(trace.read_text())["states"]
+        configs = []
+        for s in states:
+            values = tuple(_decode(s[model.variables[v.name]]) for v in table.variables)
+            configs.append(table.config(s["state"], **dict(zip(table.variable_names, values,
+                                                               strict=True))))
+            if not all(s[f"ok_{sp.name}"] is True for sp in module.step_properties):
+                wrong.append(("a step property broken", configs[-1]))
+        assert configs[0] == table.initial_config()
+        for before, after in itertools.pairwise(configs):
+            if after == before and before.state in table.terminal_states:
+                continue
+            steps += 1
+            if after not in {step.after for step in table.enabled(before)}:
+                wrong.append((before, after))
+    return steps, wrong
+
+
+@pytest.mark.parametrize("name", BY_SIZE)
+def test_every_step_of_a_quint_run_is_a_step_of_the_table(name: str, tmp_path: Path) -> None:
+    """So the module's actions (guards, the first-of-its-group rule, effects) allow nothing
+    the table does not, and keep every step property."""
+    steps, wrong = walk(MACHINES[name], MACHINES[name], tmp_path)
+    assert wrong == []
+    assert steps >= 10, steps  # the traces walked the machine, not only stuttered
+
+
+def test_a_step_the_table_does_not_allow_is_caught_in_a_quint_run(tmp_path: Path) -> None:
+    """The check above can fail: the approval module with its approve guard dropped takes
+    a step the shipped table refuses (approving what was never shown)."""
+    _, wrong = walk(drop_guard(APPROVAL, "approve", "shown"), APPROVAL, tmp_path)
+    assert wrong
