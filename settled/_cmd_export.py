@@ -1,5 +1,10 @@
-"""``settled export --promela MACHINE``: the declared machine as a Promela model for SPIN,
-rendered from its expressions (``conformance/_explore/_promela.py``)."""
+"""``settled export --promela|--quint MACHINE``: the declared machine as a Promela model for
+SPIN (``conformance/_explore/_promela.py``) or a Quint module for Quint and TLA+ users
+(``conformance/_quint.py``), rendered from its expressions.
+
+The format is a flag, not a word before the machine (``settled export quint query``): the
+machine is the one positional argument, so ``settled export quint`` would name a machine
+called "quint"; that mistake is answered with the flag to use."""
 
 from __future__ import annotations
 
@@ -20,19 +25,25 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 def export_command(
     model: Annotated[str, typer.Argument(help=f"The machine: {', '.join(MACHINES)}.")],
     promela: Annotated[bool, typer.Option("--promela", help="Write Promela (for SPIN).")] = False,
+    quint: Annotated[bool, typer.Option("--quint", help="Write a Quint module (for Quint, "
+                                                        "TLA+).")] = False,
     out: Annotated[Path | None, typer.Option("-o", "--out",
                                              help="Write here (default: standard output).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
 ) -> None:
-    """Write the machine as a Promela model; exit 2 for an unknown machine or an
-    unwritable path, 3 when the renderer cannot write a declaration."""
-    from settled.conformance._explore._promela import ExportError, render_machine
-
-    if not promela:
-        err.print("settled export: name the format: --promela (the only one so far)")
+    """Write the machine as a Promela model or a Quint module; exit 2 for an unknown machine,
+    no or two formats, or an unwritable path, 3 when the renderer cannot write a
+    declaration."""
+    if model in ("promela", "quint") and not (promela or quint):
+        err.print(f"settled export: the format is a flag: settled export --{model} MACHINE")
         raise typer.Exit(2)
+    if promela == quint:
+        err.print("settled export: name one format: --promela or --quint"
+                  if not promela else "settled export: choose one format, not both")
+        raise typer.Exit(2)
+    fmt = "promela" if promela else "quint"
     if model not in MACHINES:
-        extra = (f"; {model!r} is a system, and systems are not exported to Promela yet"
+        extra = (f"; {model!r} is a system, and systems are not exported yet"
                  if model in SYSTEMS else "")
         err.print(f"unknown machine {model!r}; choose one of {sorted(MACHINES)}{extra}")
         raise typer.Exit(2)
@@ -42,6 +53,11 @@ def export_command(
         except OutputPathError as e:
             err.print(str(e))
             raise typer.Exit(2) from None
+    if quint:
+        _export_quint(model, out, as_json)
+        return
+    from settled.conformance._explore._promela import ExportError, render_machine
+
     try:
         rendered = render_machine(MACHINES[model])
     except ExportError as e:
@@ -50,7 +66,7 @@ def export_command(
     if out is not None:
         out.write_text(rendered.text, encoding="utf-8")
     if as_json:
-        emit({"model": model, "format": "promela", "path": str(out) if out else None,
+        emit({"model": model, "format": fmt, "path": str(out) if out else None,
               "labels": len(rendered.labels), "checks": len(rendered.checks),
               "text": None if out else rendered.text}, 0)
     elif out is None:
@@ -58,6 +74,34 @@ def export_command(
     else:
         err.print(f"wrote {out} ({len(rendered.labels)} labelled steps, "
                   f"{len(rendered.checks)} checks)")
+
+
+def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
+    """The Quint module; what it cannot express is printed loudly on standard error (and
+    listed under ``not_expressed`` with --json), as it is written in the module's header."""
+    from settled.conformance._quint import ExportError, render_module
+
+    try:
+        rendered = render_module(MACHINES[model])
+    except ExportError as e:
+        err.print(f"cannot export {model}: {e}")
+        raise typer.Exit(3) from None
+    if out is not None:
+        out.write_text(rendered.text, encoding="utf-8")
+    for item in rendered.not_expressed:
+        err.print(f"NOT EXPRESSED in Quint (left out of the module): {item}")
+    if as_json:
+        emit({"model": model, "format": "quint", "path": str(out) if out else None,
+              "actions": list(rendered.actions), "invariants": list(rendered.invariants),
+              "temporal": list(rendered.temporal),
+              "not_expressed": list(rendered.not_expressed), "notes": list(rendered.notes),
+              "text": None if out else rendered.text}, 0)
+    elif out is None:
+        print(rendered.text, end="")
+    else:
+        err.print(f"wrote {out} ({len(rendered.actions)} actions, {len(rendered.invariants)} "
+                  f"invariants, {len(rendered.temporal)} temporal properties; quint run "
+                  "checks the invariants, not the temporal properties)")
 
 
 def register(app: typer.Typer) -> None:

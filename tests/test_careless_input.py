@@ -84,6 +84,11 @@ CASES = [
     (("export", "ledger", "--promela", "-o", "no/such/x.pml"), 2, "does not exist"),
     (("export", "ledger", "--promela", "-o", "binary.bin/x.pml"), 2, "not a folder"),
     (("export", "--no-such-option"), 2, "No such option"),
+    (("export", "nonsense", "--quint"), 2, "unknown machine"),
+    (("export", "quint"), 2, "the format is a flag: settled export --quint MACHINE"),
+    (("export", "ledger", "--promela", "--quint"), 2, "not both"),
+    (("export", "ledger", "--quint", "-o", "a-folder"), 2, "is a folder"),
+    (("export", "ledger", "--quint", "-o", "binary.bin/x.qnt"), 2, "not a folder"),
     # lockstep
     (("lockstep", "no_such_module:factory"), 2, "cannot import"),
     (("lockstep", ""), 2, "is not MODULE:FACTORY"),
