@@ -47,10 +47,11 @@ from ._expr import (
     when,
 )
 from ._expr import _Node as Node
+from ._expr import _values_text as values_text
 
 __all__ = [
     "STATE", "A", "Aggregate", "And", "Arith", "B", "Compare", "Const", "Expr", "I", "IfElse",
     "Index", "IsIn", "Max", "Min", "Node", "Not", "Or", "P", "S", "T", "Unchanged", "Update",
     "V", "Var", "conjuncts", "count", "disjuncts", "every", "lift", "maximum", "minimum",
-    "some", "total", "unchanged", "when",
+    "some", "total", "unchanged", "values_text", "when",
 ]

@@ -1,6 +1,6 @@
 """``settled export --promela|--quint MACHINE``: the declared machine as a Promela model for
 SPIN (``conformance/_explore/_promela.py``) or a Quint module for Quint and TLA+ users
-(``conformance/_quint.py``), rendered from its expressions.
+(``conformance/_explore/_quint.py``), rendered from its expressions.
 
 The format is a flag, not a word before the machine (``settled export quint query``): the
 machine is the one positional argument, so ``settled export quint`` would name a machine
@@ -79,7 +79,7 @@ def export_command(
 def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
     """The Quint module; what it cannot express is printed loudly on standard error (and
     listed under ``not_expressed`` with --json), as it is written in the module's header."""
-    from settled.conformance._quint import ExportError, render_module
+    from settled.conformance._explore._quint import ExportError, render_module
 
     try:
         rendered = render_module(MACHINES[model])

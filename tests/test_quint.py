@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from settled.conformance._quint import INSTALL, render_module
+from settled.conformance._explore._quint import INSTALL, render_module
 from settled.model import APPROVAL, LEDGER, MACHINES, Protocol
 from settled.model._liveness import Cmp, Liveness, Pred, Progress
 from settled.model.progress import liveness_of
@@ -152,7 +152,7 @@ def test_what_quint_cannot_express_is_said_in_the_module_and_by_the_command(
     from typer.testing import CliRunner
 
     from settled import _cmd_export
-    from settled.conformance import _quint
+    from settled.conformance._explore import _quint
 
     live = liveness_of(LEDGER)
     odd = Progress("ordered_names", Pred(("recovering",), where=(Cmp("result", "<", "x"),)),

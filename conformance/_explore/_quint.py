@@ -43,8 +43,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import _expr as x
-from ..model._core import Protocol, Transition
+from settled.model import Protocol, Transition
+from settled.model import expr as x
+
 from ._quint_expr import RESERVED, ExportError, _Ctx, _Render, _set, _type, lit
 
 __all__ = ["RESERVED", "ExportError", "QuintModel", "lit", "render_module"]
@@ -90,7 +91,7 @@ def render_module(p: Protocol, live: Any = None) -> QuintModel:
     """``p`` (with its declared fairness and progress, ``live``; by default the machine's own,
     ``model.progress.liveness_of``) as a Quint module (see the module's docstring)."""
     if live is None:
-        from ..model.progress import liveness_of
+        from settled.model.progress import liveness_of
         live = liveness_of(p)
     r = _Render(p)
     mod = r.fresh(p.name)
@@ -116,7 +117,7 @@ def render_module(p: Protocol, live: Any = None) -> QuintModel:
     add(f"  /// the control state: one of {', '.join(state_names)}")
     add("  var state: str")
     for v in p.variables:
-        add(f"  /// {_comment(v.meaning)} (one of {_comment(x._values_text(v.domain))}"
+        add(f"  /// {_comment(v.meaning)} (one of {_comment(x.values_text(v.domain))}"
             f"{'; a ghost: specification-only' if v.ghost else ''})")
         add(f"  var {n[v.name]}: {r.types[v.name]}")
     if p.step_properties:

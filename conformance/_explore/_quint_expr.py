@@ -1,4 +1,4 @@
-"""Expressions of a declared machine as Quint source, for ``conformance/_quint.py`` (the
+"""Expressions of a declared machine as Quint source, for ``conformance/_explore/_quint.py`` (the
 module ``settled export --quint`` writes): literals, types, and a renderer that folds what a
 step knows (its trigger and actor, a parameter it lacks, a constant) so that a step
 property reading a parameter the step does not have is decided before Quint sees it, as
@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import _expr as x
-from ..model._core import Protocol
+from settled.model import Protocol
+from settled.model import expr as x
 
 # Quint's keywords and built-in operators: a declared name equal to one gets a "_" suffix.
 RESERVED = frozenset((
@@ -252,7 +252,7 @@ class _Render:
         return self.names[name], UNKNOWN
 
 
-class _Folded(x._Node):
+class _Folded(x.Node):
     """An already rendered operand (source, value), so And.of can fold it."""
 
     def text(self) -> str:
