@@ -55,26 +55,56 @@ def quiescence_bound(protocol: Protocol, start: Config, liveness: Liveness | Non
     from ...model.progress import liveness_of
 
     live = liveness or liveness_of(protocol)
-    classify = classifier(live)
-    ends = set(resting) | protocol.terminal_states
-    memo: dict[Config, tuple[int, tuple[Any, Config] | None]] = {}
-    on_path: dict[Config, int] = {}
-    trail: list[tuple[Config, tuple[str, tuple[tuple[str, Value], ...]]]] = []
-    stuck: list[Config] = []
+    search = _Longest(protocol, classifier(live), set(resting) | protocol.terminal_states, fault)
+    try:
+        steps = search.longest(start)
+    except _Cycle as loop:
+        trail = search.trail
+        cut = next(i for i, (cfg, _l) in enumerate(trail) if cfg == loop.at)
+        return QuiescenceBound(start, None, (), tuple(label for _c, label in trail[cut:]),
+                               tuple(search.stuck))
+    path = []
+    at: Config = start
+    while search.memo[at][1] is not None:
+        nxt = search.memo[at][1]
+        assert nxt is not None
+        path.append(nxt[0])
+        at = nxt[1]
+    return QuiescenceBound(start, steps, tuple(path), (), tuple(search.stuck))
 
-    def moves(c: Config) -> list[tuple[tuple[str, tuple[tuple[str, Value], ...]], Config]]:
+
+_Label = tuple[str, tuple[tuple[str, Value], ...]]
+
+
+class _Cycle(Exception):
+    """The fault-free space has a cycle through ``at``."""
+
+    def __init__(self, at: Config) -> None:
+        self.at = at
+
+
+class _Longest:
+    """Longest fault-free paths over the required steps, memoised per configuration."""
+
+    def __init__(self, protocol: Protocol, classify: Callable[[str, str, Params], Any],
+                 ends: set[str], fault: Callable[[Transition, Params], bool]) -> None:
+        self.protocol, self.classify, self.ends, self.fault = protocol, classify, ends, fault
+        self.memo: dict[Config, tuple[int, tuple[Any, Config] | None]] = {}
+        self.on_path: dict[Config, int] = {}
+        self.trail: list[tuple[Config, _Label]] = []
+        self.stuck: list[Config] = []
+
+    def moves(self, c: Config) -> list[tuple[_Label, Config]]:
         return [((s.transition.trigger, tuple(s.params.items())), s.after)
-                for s in protocol.enabled(c)
-                if classify(s.transition.actor, s.transition.trigger, s.params)
-                and not fault(s.transition, s.params)]
+                for s in self.protocol.enabled(c)
+                if self.classify(s.transition.actor, s.transition.trigger, s.params)
+                and not self.fault(s.transition, s.params)]
 
-    class _Cycle(Exception):
-        def __init__(self, at: Config) -> None:
-            self.at = at
-
-    def longest(c: Config) -> int:
-        """Iterative DFS (post-order) computing the longest path from ``c``."""
-        stack: list[tuple[Config, Iterator[Any]]] = [(c, iter(moves(c)))]
+    def longest(self, c: Config) -> int:
+        """Iterative DFS (post-order) computing the longest path from ``c``; raises
+        :class:`_Cycle` (with the path to it in ``trail``) on a cycle."""
+        memo, on_path, trail = self.memo, self.on_path, self.trail
+        stack: list[tuple[Config, Iterator[Any]]] = [(c, iter(self.moves(c)))]
         on_path[c] = 0
         best: dict[Config, tuple[int, tuple[Any, Config] | None]] = {c: (0, None)}
         while stack:
@@ -88,7 +118,7 @@ def quiescence_bound(protocol: Protocol, start: Config, liveness: Liveness | Non
                     on_path[v] = len(stack)
                     best[v] = (0, None)
                     trail.append((u, label))
-                    stack.append((v, iter(moves(v))))
+                    stack.append((v, iter(self.moves(v))))
                     advanced = True
                     break
                 length = memo[v][0] + 1
@@ -98,27 +128,11 @@ def quiescence_bound(protocol: Protocol, start: Config, liveness: Liveness | Non
                 continue
             stack.pop()
             del on_path[u]
-            if best[u][1] is None and u.state not in ends:
-                stuck.append(u)
+            if best[u][1] is None and u.state not in self.ends:
+                self.stuck.append(u)
             memo[u] = best[u]
             if trail:
                 parent, label = trail.pop()
-                length = memo[u][0] + 1
-                if length > best[parent][0]:
-                    best[parent] = (length, (label, u))
+                if memo[u][0] + 1 > best[parent][0]:
+                    best[parent] = (memo[u][0] + 1, (label, u))
         return memo[c][0]
-
-    try:
-        steps = longest(start)
-    except _Cycle as loop:
-        cut = next(i for i, (cfg, _l) in enumerate(trail) if cfg == loop.at)
-        return QuiescenceBound(start, None, (), tuple(label for _c, label in trail[cut:]),
-                               tuple(stuck))
-    path = []
-    at: Config = start
-    while memo[at][1] is not None:
-        nxt = memo[at][1]
-        assert nxt is not None
-        path.append(nxt[0])
-        at = nxt[1]
-    return QuiescenceBound(start, steps, tuple(path), (), tuple(stuck))
