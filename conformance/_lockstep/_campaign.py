@@ -167,19 +167,7 @@ def _machine_class(system: System, factory: AdapterFactory, forbidden: frozenset
             n = data.draw(_index(slots), label="action")
             if n < len(options):
                 return options[n]
-            i = data.draw(_index(instances), label="instance")
-            choices = self.run.forbidden_choices(i)
-            if not choices:
-                return None
-            # The trigger first, then its parameters: otherwise the many parameter
-            # combinations of one trigger (confirm) crowd out the rare probes that matter
-            # (a stale worker's begin_submit, a confirmation the system's state refuses).
-            by_trigger = self.run.plans.forbidden_by_trigger(choices)
-            if self.swarm is not None:
-                by_trigger = ([g for g in by_trigger if g[0].trigger in self.swarm]
-                              or by_trigger)
-            group = by_trigger[data.draw(_index(len(by_trigger)), label="forbidden trigger")]
-            return group[data.draw(_index(len(group)), label="forbidden")]
+            return _draw_forbidden(self.run, self.swarm, instances, data)
 
         @invariant()
         def agrees_with_the_model(self) -> None:
@@ -200,6 +188,23 @@ def _machine_class(system: System, factory: AdapterFactory, forbidden: frozenset
                 record.trace_failure = record.trace_failure or self.run.trace_problem
 
     return Lockstep
+
+
+def _draw_forbidden(run: Runner, swarm: frozenset[str] | None, instances: int,
+                    data: st.DataObject) -> Action | None:
+    """A step the model forbids, for one drawn instance (None when it has none)."""
+    i = data.draw(_index(instances), label="instance")
+    choices = run.forbidden_choices(i)
+    if not choices:
+        return None
+    # The trigger first, then its parameters: otherwise the many parameter
+    # combinations of one trigger (confirm) crowd out the rare probes that matter
+    # (a stale worker's begin_submit, a confirmation the system's state refuses).
+    by_trigger = run.plans.forbidden_by_trigger(choices)
+    if swarm is not None:
+        by_trigger = [g for g in by_trigger if g[0].trigger in swarm] or by_trigger
+    group = by_trigger[data.draw(_index(len(by_trigger)), label="forbidden trigger")]
+    return group[data.draw(_index(len(group)), label="forbidden")]
 
 
 def run_lockstep(machine: type[RuleBasedStateMachine], profile: settings,
