@@ -80,12 +80,14 @@ class PromelaModel:
 
     protocol: Protocol
     text: str
-    labels: tuple[tuple[Transition, Params], ...]  # option K prints "@L K"
+    # option K prints "@L K": a machine's (Transition, Params); a system's SystemTraceStep
+    labels: tuple[Any, ...]
     checks: tuple[Check, ...]  # fail code K (from 1) is checks[K - 1]
     codes: Mapping[Any, int] = field(default_factory=dict)  # a name's (or None's) code
     # option K's enabling condition (control state, guards, earlier options of its group)
     conditions: tuple[str, ...] = ()
     in_domain: str = "1"  # every variable inside its declared domain
+    name: str = ""  # the model's name when it is not the protocol's (a system's)
 
 
 def _ident(value: Any) -> str:
@@ -498,7 +500,7 @@ class SpinFailed(RuntimeError):
 class SpinFinding:
     check: Check
     depth: int  # pan's depth of the first (shortest, breadth-first) occurrence
-    steps: tuple[tuple[Transition, Params], ...] = ()  # the shortest run, by our names
+    steps: tuple[Any, ...] = ()  # the shortest run, by our names (the model's labels)
 
 
 @dataclass
@@ -715,7 +717,7 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
     for m in _CORE.finditer(out):  # the last line of each core is its total
         per_core[int(m.group(1))] = int(float(m.group(2)))
     return SpinResult(
-        model=model.protocol.name, stored=stored, matched=matched,
+        model=model.name or model.protocol.name, stored=stored, matched=matched,
         transitions=_num(r"^\s*(\d+) transitions", out), depth=_num(r"depth reached (\d+)", out),
         errors=_num(r"errors: (\d+)", out), findings=findings,
         seconds=round(seconds, 4),
