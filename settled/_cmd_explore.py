@@ -108,6 +108,8 @@ def explore_command(
     bitstate: Annotated[bool, typer.Option(
         "--bitstate", help="--engine spin: SPIN's bitstate hashing; its counts are lower "
                            "bounds, with SPIN's hash factor and a coverage estimate.")] = False,
+    stock: Annotated[int | None, typer.Option(
+        help="Units of stock (the approval system, with --queries N > 1).")] = None,
 ) -> None:
     """Explore every reachable state; exit 0 only when nothing is found.
 
@@ -132,13 +134,17 @@ def explore_command(
                       "of the two")
             raise typer.Exit(2)
         _explore_spin(model, queries, workers, as_json, itf, graph, max_states,
-                      _check_cores(cores), bitstate)
+                      _check_cores(cores), bitstate, stock)
         return
     _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
+    if stock is not None and (model != "approval" or queries < 2 or stock < 0):
+        err.print(f"--stock {stock}: only the approval system (--queries N > 1) has stock "
+                  "(0 or more)")
+        raise typer.Exit(2)
     memory = _check_memory(model, queries, workers, max_states)
     if queries > 1:
-        _explore_system(model, queries, workers, as_json, itf, graph, max_states, memory)
+        _explore_system(model, queries, workers, as_json, itf, graph, max_states, memory, stock)
         return
     protocol = machine_for(model, workers)
     with Progress(not as_json) as progress:
@@ -255,7 +261,7 @@ def _check_outputs(itf: Path | None, graph: Path | None) -> None:
 
 def _explore_system(model: str, queries: int, workers: int | None, as_json: bool,
                     itf: Path | None, graph: Path | None, max_states: int | None,
-                    memory: dict[str, object] | None = None) -> None:
+                    memory: dict[str, object] | None = None, stock: int | None = None) -> None:
     if model not in SYSTEMS:
         err.print(f"unknown model {model!r}; choose one of {sorted(SYSTEMS)}")
         raise typer.Exit(2)
@@ -267,7 +273,7 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
         raise typer.Exit(2)
     system = (build_query_system(queries=queries, workers=workers or 1) if model == "query"
               else build_ledger_system(calls=queries) if model == "ledger"
-              else build_approval_system(calls=queries))
+              else build_approval_system(calls=queries, stock=1 if stock is None else stock))
     from settled.model.progress import liveness_of
 
     declared = liveness_of(system)
@@ -308,7 +314,8 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
 
 def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
                   itf: Path | None, graph: Path | None, max_states: int | None,
-                  cores: int = 1, bitstate: bool = False) -> None:
+                  cores: int = 1, bitstate: bool = False,
+                  stock: int | None = None) -> None:
     """Both engines on one machine, side by side: the safety checks and every progress
     property under the declared fairness (LTL). Exit 1 on any finding or disagreement, 3
     when SPIN is missing or fails (one line naming the Debian package) or left a search or
@@ -328,14 +335,17 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
     )
     from settled.model.progress import liveness_of
 
-    if queries > 1:
-        err.print("--engine spin explores one machine: systems are not exported to Promela yet; "
-                  "drop --queries")
-        raise typer.Exit(2)
     if graph is not None or max_states is not None:
         err.print("--engine spin explores the whole space and writes no graph; drop --graph "
                   "and --max-states")
         raise typer.Exit(2)
+    if queries > 1 or stock is not None:
+        from settled._cmd_spin_system import explore_system_spin, system_for
+
+        system = system_for(model, queries, workers, stock)
+        _check_outputs(itf, None)
+        explore_system_spin(system, as_json, itf, cores, bitstate)
+        return
     _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
     try:

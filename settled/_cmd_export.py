@@ -30,6 +30,12 @@ def export_command(
     out: Annotated[Path | None, typer.Option("-o", "--out",
                                              help="Write here (default: standard output).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
+    queries: Annotated[int, typer.Option(
+        "--queries", "--instances", min=1,
+        help="Instances of the declared system (N > 1 exports the system, Promela only).")] = 1,
+    workers: Annotated[int | None, typer.Option(
+        help="Worker processes (the query system).")] = None,
+    stock: Annotated[int | None, typer.Option(help="Units of stock (the approval system).")] = None,
 ) -> None:
     """Write the machine as a Promela model or a Quint module; exit 2 for an unknown machine,
     no or two formats, or an unwritable path, 3 when the renderer cannot write a
@@ -42,8 +48,21 @@ def export_command(
                   if not promela else "settled export: choose one format, not both")
         raise typer.Exit(2)
     fmt = "promela" if promela else "quint"
+    if promela and (queries > 1 or (model in SYSTEMS and (workers is not None
+                                                          or stock is not None))):
+        from settled._cmd_spin_system import export_system, system_for
+
+        system = system_for(model, queries, workers, stock)
+        if out is not None:
+            try:
+                writable_file(out)
+            except OutputPathError as e:
+                err.print(str(e))
+                raise typer.Exit(2) from None
+        export_system(system, out, as_json)
+        return
     if model not in MACHINES:
-        extra = (f"; {model!r} is a system, and systems are not exported yet"
+        extra = (f"; {model!r} with --queries N is a system (Promela only)"
                  if model in SYSTEMS else "")
         err.print(f"unknown machine {model!r}; choose one of {sorted(MACHINES)}{extra}")
         raise typer.Exit(2)

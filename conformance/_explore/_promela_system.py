@@ -39,9 +39,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import _expr as x
-from ..model._core import Params, Transition
-from ..model._system import System, SystemConfig
+from ...model import _expr as x
+from ...model._core import Params, Transition
+from ...model._system import System, SystemConfig
 from ._promela import UNKNOWN, Check, ExportError, PromelaModel, SpinResult, _Ctx, _ident, _Render
 from ._system import (
     SystemCounterexample,
@@ -401,8 +401,13 @@ class _Model:
         return out
 
 
+def _suffixes(system: System, name: str) -> list[str]:
+    """The suffixes of a machine variable's copies: one per instance, or none when shared."""
+    return [""] if name in system.shared else [f"_q{i}" for i in range(system.instances)]
+
+
 class _NoRef:
-    class effect:  # noqa: N801 - stands in for a refinement's effect
+    class effect:
         updates: Mapping[str, Any] = {}
 
 
@@ -431,8 +436,7 @@ def render_system(system: System) -> PromelaModel:
         lines.append(f"byte st_q{i} = {_ident(m.initial)};")
     for var in m.variables:
         kind = r.kinds[var.name]
-        for i in ([None] if var.name in system.shared else range(system.instances)):
-            suffix = "" if i is None else f"_q{i}"
+        for suffix in _suffixes(system, var.name):
             if kind == "tuple":
                 lines.append(f"short v_{var.name}{suffix}[{r.width[var.name]}];")
                 scratch.append(f"short n_{var.name}{suffix}[{r.width[var.name]}];")
@@ -453,8 +457,7 @@ def render_system(system: System) -> PromelaModel:
     for var in m.variables:
         if r.kinds[var.name] != "tuple":
             continue
-        for i in ([None] if var.name in system.shared else range(system.instances)):
-            suffix = "" if i is None else f"_q{i}"
+        for suffix in _suffixes(system, var.name):
             lines += [f"    v_{var.name}{suffix}[{k}] = {e};"
                       for k, e in enumerate(var.initial) if e]
     lines += ["    after_step()", "  };", "  do", *md.options]
