@@ -1,7 +1,7 @@
 """The Promela export and SPIN as a second engine: SPIN's counts equal our explorer's on
 every machine, and a planted violation is found by SPIN with a trail in our own labels.
 
-Systems are NOT exported (the renderer writes one machine): they are not compared here.
+Systems are compared in tests/test_promela_system.py.
 Without SPIN these tests skip in one line, except under CI=true, where they fail.
 """
 

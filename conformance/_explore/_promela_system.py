@@ -384,6 +384,9 @@ class _Model:
         s, r = self.s, self.r
         m = s.machine
         out: list[str] = []
+        # Every variable's domain, as the machine export checks it: a check reads it, so SPIN
+        # keeps a variable no guard reads (it drops variables it sees only written, which
+        # would merge configurations our explorer tells apart).
         for i in range(s.instances):
             for k, var in enumerate(m.variables):
                 if var.name in s.shared and i:
