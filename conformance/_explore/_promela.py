@@ -602,6 +602,10 @@ def _num(pattern: str, text: str, cast: Callable[[str], Any] = int) -> Any:
     return cast(m.group(1)) if m else None
 
 
+def _count(text: str) -> int:
+    return int(float(text)) if ("e" in text or "." in text) else int(text)
+
+
 def _keep_only(k: int) -> Callable[[re.Match[str]], str]:
     """A substitution keeping only the assertion of check ``k`` (the others skip)."""
     def keep(m: re.Match[str]) -> str:
@@ -710,15 +714,17 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
                 labels = [int(n) for n in re.findall(r"@L (\d+)", replay.stdout)]
                 f.steps = tuple(model.labels[n] for n in labels)
                 (work / "model.pml.trail").unlink()
-    stored = _num(r"^\s*(\d+) states, stored", out)
-    matched = _num(r"^\s*(\d+) states, matched", out)
+    # pan prints a count past 10^7 or so as 1.2345e+07: read both forms (the rounded one is
+    # pan's own precision)
+    stored = _num(r"^\s*([\d.e+]+) states, stored", out, _count)
+    matched = _num(r"^\s*([\d.e+]+) states, matched", out, _count)
     hash_factor = _num(r"hash factor: ([\d.e+]+)", out, float)
     per_core: dict[int, int] = {}
     for m in _CORE.finditer(out):  # the last line of each core is its total
         per_core[int(m.group(1))] = int(float(m.group(2)))
     return SpinResult(
         model=model.name or model.protocol.name, stored=stored, matched=matched,
-        transitions=_num(r"^\s*(\d+) transitions", out), depth=_num(r"depth reached (\d+)", out),
+        transitions=_num(r"^\s*([\d.e+]+) transitions", out, _count), depth=_num(r"depth reached (\d+)", out),
         errors=_num(r"errors: (\d+)", out), findings=findings,
         seconds=round(seconds, 4),
         memory_mb=_num(r"^\s*([\d.]+)\s+total actual memory usage", out, float) or 0.0,
