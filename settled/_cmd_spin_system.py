@@ -14,7 +14,7 @@ from rich.console import Console
 
 from settled._output import emit
 from settled.conformance._itf import write_itf
-from settled.model._system import System
+from settled.model import System
 from settled.model.systems import (
     SYSTEMS,
     build_approval_system,

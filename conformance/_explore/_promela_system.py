@@ -39,9 +39,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...model import _expr as x
-from ...model._core import Params, Transition
-from ...model._system import System
+from settled.model import Params, System, Transition
+from settled.model import expr as x
+
 from ._promela import UNKNOWN, Check, ExportError, PromelaModel, _Ctx, _ident, _Render
 from ._system import SystemTraceStep
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...model._system import System, SystemConfig
+from settled.model import System, SystemConfig
+
 from ._promela import ExportError, PromelaModel, SpinResult
 from ._system import (
     SystemCounterexample,
