@@ -114,13 +114,15 @@ def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
               "actions": list(rendered.actions), "invariants": list(rendered.invariants),
               "temporal": list(rendered.temporal),
               "not_expressed": list(rendered.not_expressed), "notes": list(rendered.notes),
-              "text": None if out else rendered.text}, 0)
+              "text": None if out else rendered.text}, 3 if rendered.not_expressed else 0)
     elif out is None:
         print(rendered.text, end="")
     else:
         err.print(f"wrote {out} ({len(rendered.actions)} actions, {len(rendered.invariants)} "
                   f"invariants, {len(rendered.temporal)} temporal properties; quint run "
                   "checks the invariants, not the temporal properties)")
+    if rendered.not_expressed:  # written, but incomplete: never a silent success
+        raise typer.Exit(3)
 
 
 def register(app: typer.Typer) -> None:
