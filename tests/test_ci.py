@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,19 @@ def test_every_stage_passing_passes_and_each_is_timed(tmp_path: Path) -> None:
         assert f"=== stage '{name}': ok in " in done.stdout
     assert "hello" in done.stdout and "CI passed" in done.stdout
     assert "=== 3 stages in" in done.stdout
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="no /proc/stat on this machine")
+def test_a_foreground_stage_says_how_busy_the_cores_were(tmp_path: Path) -> None:
+    """A stage that only sleeps leaves the cores as busy as the rest of the machine makes
+    them; one that computes shows on the line as a share of busy cores between 0 and 100."""
+    done = _stages('run "spin" python3 -c "sum(range(3_000_000))"\nfinish', tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    m = re.search(r"=== stage 'spin': ok in \d+ s \(cores (\d+) % busy, (\d+) % waiting on the "
+                  r"disk\)", done.stdout)
+    assert m is not None, done.stdout
+    assert 0 <= int(m.group(2)) <= int(m.group(1)) + int(m.group(2)) <= 100
+    assert re.search(r"ok +spin \(cores \d+ % busy", done.stdout), done.stdout
 
 
 @pytest.mark.parametrize("script", [
