@@ -130,11 +130,17 @@ def select_mutants(names: Iterable[str] | None = None) -> list[Mutant]:
 
 def run_mutants(profile: settings, seed: int | None = None, names: Sequence[str] | None = None,
                 progress: Progress | None = None, out: Path | None = None,
-                tour: bool = True) -> MutantsReport:
+                tour: bool = True, seeded_only: bool = False) -> MutantsReport:
     """Run the baseline, then every (or every named) mutant's campaign, one after another;
     ``tour=False`` runs the mutants' campaigns without the directed tour (the baseline keeps
-    it: it checks the implementation, not the random phase)."""
-    mutants = select_mutants(names)
+    it: it checks the implementation, not the random phase). ``seeded_only`` (with no
+    names): every machine's baseline and every mutant whose campaign takes the seed, the
+    crash-window mutants left out (their crash sweep takes none: one run answers every
+    seed)."""
+    if seeded_only and names is not None:
+        raise ValueError("run_mutants: seeded_only selects the mutants itself; give no names")
+    mutants = [m for m in select_mutants(names)
+               if not (seeded_only and m.campaign == "crash_sweep")]
     machines = ([*SUITES, *SYSTEM_SUITES] if names is None
                 else sorted({m.machine for m in mutants}))
     total = len(machines) + len(mutants)
