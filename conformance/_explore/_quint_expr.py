@@ -135,88 +135,106 @@ class _Render:
         return lit(v) if v is not UNKNOWN else s
 
     def _e(self, e: x.Expr, ctx: _Ctx) -> tuple[str, Any]:
+        """(Quint source, UNKNOWN) or ("", the constant value) of ``e``."""
         if isinstance(e, x.Const):
             return "", e.value
         if isinstance(e, x.Var):
             return self._var(e.space, e.name, ctx)
-        if isinstance(e, x.Compare):
-            op, left, right = e.args
-            (ls, lv), (rs, rv) = self._e(left, ctx), self._e(right, ctx)
-            if lv is ABSENT or rv is ABSENT:  # Python: None == c is false, None != c true
-                if op not in ("==", "!="):
-                    raise ExportError(f"`{e.text()}` orders a parameter the step lacks")
-                return "", (op == "!=") != (lv is rv)
-            if lv is not UNKNOWN and rv is not UNKNOWN:
-                return "", _CMP[op](lv, rv)
-            ls, rs = self._src(ls, lv), self._src(rs, rv)
-            if ls == rs:
-                return "", op in ("==", "<=", ">=")
-            return f"({ls} {op} {rs})", UNKNOWN
-        if isinstance(e, x.Arith):
-            op, left, right = e.args
-            (ls, lv), (rs, rv) = self._e(left, ctx), self._e(right, ctx)
-            if lv is not UNKNOWN and rv is not UNKNOWN:
-                return "", lv + rv if op == "+" else lv - rv
-            return f"({self._src(ls, lv)} {op} {self._src(rs, rv)})", UNKNOWN
-        if isinstance(e, x.And | x.Or):
-            stop = isinstance(e, x.Or)  # the value that decides the whole
-            srcs = []
-            for a in e.args:
-                s, v = self._e(a, ctx)
-                if v is not UNKNOWN:
-                    if bool(v) is stop:
-                        return "", stop
-                    continue
-                srcs.append(s)
-            if not srcs:
-                return "", not stop
-            word = " or " if stop else " and "
-            return (srcs[0], UNKNOWN) if len(srcs) == 1 else ("(" + word.join(srcs) + ")", UNKNOWN)
-        if isinstance(e, x.Not):
-            s, v = self._e(e.args[0], ctx)
-            return (f"not({s})", UNKNOWN) if v is UNKNOWN else ("", not v)
-        if isinstance(e, x.IsIn):
-            s, v = self._e(e.args[0], ctx)
-            members = e.args[1]
-            if v is ABSENT:
-                return "", False
-            if v is not UNKNOWN:
-                return "", v in members
-            return f"{s}.in({_set(members)})", UNKNOWN
-        if isinstance(e, x.Index):
-            (ts, tv), (i_s, iv) = self._e(e.args[0], ctx), self._e(e.args[1], ctx)
-            if tv is not UNKNOWN and iv is not UNKNOWN:
-                return "", tv[iv]
-            return f"{self._src(ts, tv)}[{self._src(i_s, iv)}]", UNKNOWN
-        if isinstance(e, x.Update):
-            tup, at, new = (self._e(a, ctx) for a in e.args)
-            return (f"{self._src(*tup)}.replaceAt({self._src(*at)}, {self._src(*new)})",
-                    UNKNOWN)
-        if isinstance(e, x.Min | x.Max):
-            parts = [self._e(a, ctx) for a in e.args]
-            if all(v is not UNKNOWN for _, v in parts):
-                return "", (min if isinstance(e, x.Min) else max)(v for _, v in parts)
-            op = "<=" if isinstance(e, x.Min) else ">="
-            acc = self._src(*parts[0])
-            for s, v in parts[1:]:
-                b = self._src(s, v)
-                acc = f"(if ({acc} {op} {b}) {acc} else {b})"
-            return acc, UNKNOWN
-        if isinstance(e, x.IfElse):
-            cs, cv = self._e(e.args[0], ctx)
-            if cv is not UNKNOWN:
-                return self._e(e.args[1] if cv else e.args[2], ctx)
-            yes, no = self._e(e.args[1], ctx), self._e(e.args[2], ctx)
-            return f"(if ({cs}) {self._src(*yes)} else {self._src(*no)})", UNKNOWN
-        if isinstance(e, x.Unchanged):
-            names = e.args or (*(v.name for v in self.p.variables), "state")
-            parts = [self._e(x.Compare("==", x.Var("A", n), x.Var("B", n)), ctx) for n in names]
-            return self._e(x.And.of(*(_Folded(s, v) for s, v in parts)), ctx) \
-                if len(parts) > 1 else parts[0]
         if isinstance(e, _Folded):
             return e.args[0], e.args[1]
+        for kind, name in _HANDLERS:
+            if isinstance(e, kind) and isinstance(e, x.Node):
+                handler: Callable[[x.Node, _Ctx], tuple[str, Any]] = getattr(self, name)
+                return handler(e, ctx)
         raise ExportError(f"no Quint for {type(e).__name__} (`{e.text()}`): a machine's "
                           "declaration does not use it")
+
+    def _compare(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        op, left, right = e.args
+        (ls, lv), (rs, rv) = self._e(left, ctx), self._e(right, ctx)
+        if lv is ABSENT or rv is ABSENT:  # Python: None == c is false, None != c true
+            if op not in ("==", "!="):
+                raise ExportError(f"`{e.text()}` orders a parameter the step lacks")
+            return "", (op == "!=") != (lv is rv)
+        if lv is not UNKNOWN and rv is not UNKNOWN:
+            return "", _CMP[op](lv, rv)
+        ls, rs = self._src(ls, lv), self._src(rs, rv)
+        if ls == rs:
+            return "", op in ("==", "<=", ">=")
+        return f"({ls} {op} {rs})", UNKNOWN
+
+    def _arith(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        op, left, right = e.args
+        (ls, lv), (rs, rv) = self._e(left, ctx), self._e(right, ctx)
+        if lv is not UNKNOWN and rv is not UNKNOWN:
+            return "", lv + rv if op == "+" else lv - rv
+        return f"({self._src(ls, lv)} {op} {self._src(rs, rv)})", UNKNOWN
+
+    def _junction(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        stop = isinstance(e, x.Or)  # the value that decides the whole
+        srcs = []
+        for a in e.args:
+            s, v = self._e(a, ctx)
+            if v is not UNKNOWN:
+                if bool(v) is stop:
+                    return "", stop
+                continue
+            srcs.append(s)
+        if not srcs:
+            return "", not stop
+        word = " or " if stop else " and "
+        return (srcs[0], UNKNOWN) if len(srcs) == 1 else ("(" + word.join(srcs) + ")", UNKNOWN)
+
+    def _not(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        s, v = self._e(e.args[0], ctx)
+        return (f"not({s})", UNKNOWN) if v is UNKNOWN else ("", not v)
+
+    def _is_in(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        s, v = self._e(e.args[0], ctx)
+        members = e.args[1]
+        if v is ABSENT:
+            return "", False
+        if v is not UNKNOWN:
+            return "", v in members
+        return f"{s}.in({_set(members)})", UNKNOWN
+
+    def _index(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        (ts, tv), (i_s, iv) = self._e(e.args[0], ctx), self._e(e.args[1], ctx)
+        if tv is not UNKNOWN and iv is not UNKNOWN:
+            return "", tv[iv]
+        return f"{self._src(ts, tv)}[{self._src(i_s, iv)}]", UNKNOWN
+
+    def _update(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        tup, at, new = (self._e(a, ctx) for a in e.args)
+        return f"{self._src(*tup)}.replaceAt({self._src(*at)}, {self._src(*new)})", UNKNOWN
+
+    def _min_max(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        parts = [self._e(a, ctx) for a in e.args]
+        if all(v is not UNKNOWN for _, v in parts):
+            return "", (min if isinstance(e, x.Min) else max)(v for _, v in parts)
+        op = "<=" if isinstance(e, x.Min) else ">="
+        acc = self._src(*parts[0])
+        for s, v in parts[1:]:
+            b = self._src(s, v)
+            acc = f"(if ({acc} {op} {b}) {acc} else {b})"
+        return acc, UNKNOWN
+
+    def _if_else(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        cs, cv = self._e(e.args[0], ctx)
+        if cv is not UNKNOWN:
+            return self._e(e.args[1] if cv else e.args[2], ctx)
+        yes, no = self._e(e.args[1], ctx), self._e(e.args[2], ctx)
+        return f"(if ({cs}) {self._src(*yes)} else {self._src(*no)})", UNKNOWN
+
+    def _unchanged(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        names = e.args or (*(v.name for v in self.p.variables), "state")
+        parts = [self._e(x.Compare("==", x.Var("A", n), x.Var("B", n)), ctx) for n in names]
+        return self._e(x.And.of(*(_Folded(s, v) for s, v in parts)), ctx) \
+            if len(parts) > 1 else parts[0]
+
+    def _aggregate(self, e: x.Node, ctx: _Ctx) -> tuple[str, Any]:
+        raise ExportError(f"`{e.text()}`: an aggregate over instances is a system's; a "
+                          "machine's declaration does not use it")
 
     def _src(self, s: str, v: Any) -> str:
         if v is ABSENT:
@@ -250,6 +268,13 @@ class _Render:
                                                    ctx.before, ctx.after))
             return s, v
         return self.names[name], UNKNOWN
+
+
+_HANDLERS: tuple[tuple[type, str], ...] = (
+    (x.Compare, "_compare"), (x.Arith, "_arith"), (x.And, "_junction"), (x.Or, "_junction"),
+    (x.Not, "_not"), (x.IsIn, "_is_in"), (x.Index, "_index"), (x.Update, "_update"),
+    (x.Min, "_min_max"), (x.Max, "_min_max"), (x.IfElse, "_if_else"),
+    (x.Unchanged, "_unchanged"), (x.Aggregate, "_aggregate"))
 
 
 class _Folded(x.Node):
