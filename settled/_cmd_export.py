@@ -1,6 +1,7 @@
 """``settled export --promela|--quint MACHINE``: the declared machine as a Promela model for
 SPIN (``conformance/_explore/_promela.py``) or a Quint module for Quint and TLA+ users
-(``conformance/_explore/_quint.py``), rendered from its expressions.
+(``conformance/_explore/_quint.py``), rendered from its expressions; with ``--queries N``
+(N > 1, or a system's own sizes) the system (``_promela_system.py``, ``_quint_system.py``).
 
 The format is a flag, not a word before the machine (``settled export quint query``): the
 machine is the one positional argument, so ``settled export quint`` would name a machine
@@ -16,7 +17,7 @@ from rich.console import Console
 
 from settled._output import emit
 from settled._paths import OutputPathError, writable_file
-from settled.model import MACHINES
+from settled.model import MACHINES, System
 from settled.model.systems import SYSTEMS
 
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -32,14 +33,14 @@ def export_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON report.")] = False,
     queries: Annotated[int, typer.Option(
         "--queries", "--instances", min=1,
-        help="Instances of the declared system (N > 1 exports the system, Promela only).")] = 1,
+        help="Instances of the declared system (N > 1 exports the system).")] = 1,
     workers: Annotated[int | None, typer.Option(
         help="Worker processes (the query system).")] = None,
     stock: Annotated[int | None, typer.Option(help="Units of stock (the approval system).")] = None,
 ) -> None:
-    """Write the machine as a Promela model or a Quint module; exit 2 for an unknown machine,
-    no or two formats, or an unwritable path, 3 when the renderer cannot write a
-    declaration."""
+    """Write the machine (or, with --queries N, the system) as a Promela model or a Quint
+    module; exit 2 for an unknown machine, no or two formats, or an unwritable path, 3 when
+    the renderer cannot write a declaration or (Quint) leaves a property out."""
     if model in ("promela", "quint") and not (promela or quint):
         err.print(f"settled export: the format is a flag: settled export --{model} MACHINE")
         raise typer.Exit(2)
@@ -48,8 +49,7 @@ def export_command(
                   if not promela else "settled export: choose one format, not both")
         raise typer.Exit(2)
     fmt = "promela" if promela else "quint"
-    if promela and (queries > 1 or (model in SYSTEMS and (workers is not None
-                                                          or stock is not None))):
+    if queries > 1 or (model in SYSTEMS and (workers is not None or stock is not None)):
         from settled._cmd_spin_system import export_system, system_for
 
         system = system_for(model, queries, workers, stock)
@@ -59,11 +59,13 @@ def export_command(
             except OutputPathError as e:
                 err.print(str(e))
                 raise typer.Exit(2) from None
-        export_system(system, out, as_json)
+        if quint:
+            _export_quint_system(system, out, as_json)
+        else:
+            export_system(system, out, as_json)
         return
     if model not in MACHINES:
-        extra = (f"; {model!r} with --queries N is a system (Promela only)"
-                 if model in SYSTEMS else "")
+        extra = (f"; {model!r} with --queries N is a system" if model in SYSTEMS else "")
         err.print(f"unknown machine {model!r}; choose one of {sorted(MACHINES)}{extra}")
         raise typer.Exit(2)
     if out is not None:
@@ -122,6 +124,36 @@ def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
                   f"invariants, {len(rendered.temporal)} temporal properties; quint run "
                   "checks the invariants, not the temporal properties)")
     if rendered.not_expressed:  # written, but incomplete: never a silent success
+        raise typer.Exit(3)
+
+
+def _export_quint_system(system: System, out: Path | None, as_json: bool) -> None:
+    """A system's Quint module; what it leaves out (its progress properties) is printed on
+    standard error and listed under ``not_expressed``, and the command exits 3."""
+    from settled.conformance._explore._quint import ExportError
+    from settled.conformance._explore._quint_system import render_system_module
+
+    try:
+        rendered = render_system_module(system)
+    except ExportError as e:
+        err.print(f"cannot export {system.name}: {e}")
+        raise typer.Exit(3) from None
+    if out is not None:
+        out.write_text(rendered.text, encoding="utf-8")
+    for item in rendered.not_expressed:
+        err.print(f"NOT EXPRESSED in Quint (left out of the module): {item}")
+    if as_json:
+        emit({"model": system.name, "system": True, "instances": system.instances,
+              "format": "quint", "path": str(out) if out else None,
+              "actions": list(rendered.actions), "invariants": list(rendered.invariants),
+              "not_expressed": list(rendered.not_expressed), "notes": list(rendered.notes),
+              "text": None if out else rendered.text}, 3 if rendered.not_expressed else 0)
+    elif out is None:
+        print(rendered.text, end="")
+    else:
+        err.print(f"wrote {out} ({system.meaning}: {len(rendered.actions)} actions, "
+                  f"{len(rendered.invariants)} invariants)")
+    if rendered.not_expressed:
         raise typer.Exit(3)
 
 

@@ -50,7 +50,7 @@ from ._quint_expr import UNKNOWN, ExportError, _Ctx, _Render, _set, _type, lit
 __all__ = ["QuintSystemModel", "render_system_module"]
 
 # Names the module uses for its own purposes: a declared name equal to one gets a suffix.
-_OWN = ("INST", "TERMINAL", "i", "j", "acc", "ch", "sys", "inv", "domain", "step_ok")
+_OWN = ("INST", "TERMINAL", "i", "j", "acc", "ch", "all_terminal")
 
 
 @dataclass(frozen=True)
@@ -546,7 +546,7 @@ class _SysModule:
 
     # -- the checks ---------------------------------------------------------------------------
     def check(self, name: str, text: str, comment: str) -> None:
-        q = self.r.fresh(name)
+        q = name if name == "no_deadlock" else self.r.fresh(name)  # reserved: no clash
         self.invariants.append(q)
         self.add(f"  /// {_comment(comment)}")
         self.add(f"  val {q} = {text}")
