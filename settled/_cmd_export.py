@@ -128,8 +128,8 @@ def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
 
 
 def _export_quint_system(system: System, out: Path | None, as_json: bool) -> None:
-    """A system's Quint module; what it leaves out (its progress properties) is printed on
-    standard error and listed under ``not_expressed``, and the command exits 3."""
+    """A system's Quint module; what it leaves out is printed on standard error and listed
+    under ``not_expressed``, and the command then exits 3."""
     from settled.conformance._explore._quint import ExportError
     from settled.conformance._explore._quint_system import render_system_module
 
@@ -146,13 +146,15 @@ def _export_quint_system(system: System, out: Path | None, as_json: bool) -> Non
         emit({"model": system.name, "system": True, "instances": system.instances,
               "format": "quint", "path": str(out) if out else None,
               "actions": list(rendered.actions), "invariants": list(rendered.invariants),
+              "temporal": list(rendered.temporal),
               "not_expressed": list(rendered.not_expressed), "notes": list(rendered.notes),
               "text": None if out else rendered.text}, 3 if rendered.not_expressed else 0)
     elif out is None:
         print(rendered.text, end="")
     else:
         err.print(f"wrote {out} ({system.meaning}: {len(rendered.actions)} actions, "
-                  f"{len(rendered.invariants)} invariants)")
+                  f"{len(rendered.invariants)} invariants, {len(rendered.temporal)} temporal "
+                  "properties; quint run checks the invariants, not the temporal properties)")
     if rendered.not_expressed:
         raise typer.Exit(3)
 

@@ -94,6 +94,22 @@ def _set(values: Iterable[Any]) -> str:
     return "Set(" + ", ".join(lit(v) for v in values) + ")"
 
 
+def conj(parts: list[str]) -> str:
+    """Quint sources joined by ``and``, constants folded."""
+    parts = [p for p in parts if p != "true"]
+    if "false" in parts:
+        return "false"
+    return "(" + " and ".join(parts) + ")" if len(parts) > 1 else (parts[0] if parts else "true")
+
+
+def disj(parts: list[str]) -> str:
+    """Quint sources joined by ``or``, constants folded."""
+    parts = [p for p in parts if p != "false"]
+    if "true" in parts:
+        return "true"
+    return "(" + " or ".join(parts) + ")" if len(parts) > 1 else (parts[0] if parts else "false")
+
+
 @dataclass
 class _Ctx:
     """What one rendering knows: parameters (name -> Quint name, or None for invariants),
