@@ -262,12 +262,22 @@ def walk(module: System, table: System, tmp_path: Path) -> tuple[int, int, list[
     return steps, together, wrong
 
 
-@pytest.mark.parametrize("name", ["ledger", "approval",
-                                  "query"])
+# Beyond the smallest sizes: three instances, and two worker processes (the per-worker
+# tuple indexed by a step's parameter); the larger ones take 16-20 s here: in the slow suite.
+LARGER: dict[str, Callable[[], System]] = {
+    "ledger_3": lambda: build_ledger_system(calls=3),
+    "approval_3_stock_2": lambda: build_approval_system(calls=3, stock=2),
+    "query_2_workers": lambda: build_query_system(queries=2, workers=2),
+}
+
+
+@pytest.mark.parametrize("name", ["ledger", "approval", "query", "ledger_3",
+                                  pytest.param("approval_3_stock_2", marks=pytest.mark.slow),
+                                  pytest.param("query_2_workers", marks=pytest.mark.slow)])
 def test_every_step_of_a_quint_run_is_a_step_of_the_system(name: str, tmp_path: Path) -> None:
     """So the module's steps (local, synchronised, per-instance, the system's own; bindings,
     refinements, the lock) allow nothing ``System.enabled`` does not."""
-    system = SMALL[name]()
+    system = {**SMALL, **LARGER}[name]()
     steps, together, wrong = walk(system, system, tmp_path)
     assert wrong == []
     assert steps >= 100, steps  # the traces walked the system, not only stuttered
