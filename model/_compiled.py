@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from . import _expr as x
 
 if TYPE_CHECKING:
-    from ._core import Params, Protocol, Transition
+    from ._core import Invariant, Params, Protocol, StepProperty, Transition
 
 # A step: (label id, destination state, values after, indices of broken step properties).
 GenStep = tuple[int, str, tuple[Any, ...], tuple[int, ...]]
@@ -92,69 +92,98 @@ def _gen(e: x.Expr, ctx: _Ctx) -> tuple[str, Any]:
         return "", e.value
     if isinstance(e, x.Var):
         return _var(e.space, e.name, ctx)
-    if isinstance(e, x.Compare):
-        op, left, right = e.args
-        (ls, lv), (rs, rv) = gen(left, ctx), gen(right, ctx)
-        if lv is not UNKNOWN and rv is not UNKNOWN:
-            return "", _CMP[op](lv, rv)
-        if ls == rs:  # the same pure read on both sides (an unwritten variable after the step)
-            return "", op in ("==", "<=", ">=")
-        return f"({ls} {op} {rs})", UNKNOWN
-    if isinstance(e, x.Arith):
-        op, left, right = e.args
-        (ls, lv), (rs, rv) = gen(left, ctx), gen(right, ctx)
-        if lv is not UNKNOWN and rv is not UNKNOWN:
-            return "", lv + rv if op == "+" else lv - rv
-        return f"({ls} {op} {rs})", UNKNOWN
-    if isinstance(e, x.And | x.Or):
-        stop = isinstance(e, x.Or)  # the value that decides the whole
-        parts = []
-        for a in e.args:
-            s, v = gen(a, ctx)
-            if v is UNKNOWN:
-                parts.append(s)
-            elif bool(v) is stop:  # decides the whole, whatever the others are
-                return "", stop
-        if not parts:
-            return "", not stop
-        return "(" + (" or " if stop else " and ").join(parts) + ")", UNKNOWN
-    if isinstance(e, x.Not):
-        s, v = gen(e.args[0], ctx)
-        return (f"(not {s})", UNKNOWN) if v is UNKNOWN else ("", not v)
-    if isinstance(e, x.IsIn):
-        s, v = gen(e.args[0], ctx)
-        members = frozenset(e.args[1])
-        return (f"({s} in {ctx.const(members)})", UNKNOWN) if v is UNKNOWN else ("", v in members)
-    if isinstance(e, x.Index):
-        (ts, tv), (i_s, iv) = gen(e.args[0], ctx), gen(e.args[1], ctx)
-        if tv is not UNKNOWN and iv is not UNKNOWN:
-            return "", tv[iv]
-        return f"{ts}[{i_s}]", UNKNOWN
-    if isinstance(e, x.Update):
-        (ts, _tv), (i_s, iv), (vs, _vv) = (gen(a, ctx) for a in e.args)
-        if iv is not UNKNOWN:
-            return f"(*{ts}[:{iv}], {vs}, *{ts}[{iv + 1}:])", UNKNOWN
-        return f"_set({ts}, {i_s}, {vs})", UNKNOWN
-    if isinstance(e, x.Min | x.Max):
-        gens = [gen(a, ctx) for a in e.args]
-        if all(v is not UNKNOWN for _, v in gens):
-            return "", (min if isinstance(e, x.Min) else max)(v for _, v in gens)
-        return f"{e.fname}({', '.join(s for s, _ in gens)})", UNKNOWN
-    if isinstance(e, x.IfElse):
-        cs, cv = gen(e.args[0], ctx)
-        if cv is not UNKNOWN:
-            return _gen(e.args[1] if cv else e.args[2], ctx)
-        (a_s, _), (b_s, _) = gen(e.args[1], ctx), gen(e.args[2], ctx)
-        return f"({a_s} if {cs} else {b_s})", UNKNOWN
-    if isinstance(e, x.Unchanged):
-        names = e.args or tuple(ctx.index)
-        if not e.args and ctx.before != ctx.after:
-            return "", False
-        checks = [f"{_after(n, ctx)} == v{ctx.index[n]}" for n in names if n in ctx.written]
-        if not checks:
-            return "", True
-        return "(" + " and ".join(checks) + ")", UNKNOWN
-    raise TypeError(f"no generator for {type(e).__name__}")  # Aggregates: systems only
+    rule = _RULES.get(type(e))
+    if rule is None:
+        raise TypeError(f"no generator for {type(e).__name__}")  # Aggregates: systems only
+    return rule(e, ctx)
+
+
+def _compare(e: x.Compare, ctx: _Ctx) -> tuple[str, Any]:
+    op, left, right = e.args
+    (ls, lv), (rs, rv) = gen(left, ctx), gen(right, ctx)
+    if lv is not UNKNOWN and rv is not UNKNOWN:
+        return "", _CMP[op](lv, rv)
+    if ls == rs:  # the same pure read on both sides (an unwritten variable after the step)
+        return "", op in ("==", "<=", ">=")
+    return f"({ls} {op} {rs})", UNKNOWN
+
+
+def _arith(e: x.Arith, ctx: _Ctx) -> tuple[str, Any]:
+    op, left, right = e.args
+    (ls, lv), (rs, rv) = gen(left, ctx), gen(right, ctx)
+    if lv is not UNKNOWN and rv is not UNKNOWN:
+        return "", lv + rv if op == "+" else lv - rv
+    return f"({ls} {op} {rs})", UNKNOWN
+
+
+def _and_or(e: x.And | x.Or, ctx: _Ctx) -> tuple[str, Any]:
+    stop = isinstance(e, x.Or)  # the value that decides the whole
+    parts = []
+    for a in e.args:
+        s, v = gen(a, ctx)
+        if v is UNKNOWN:
+            parts.append(s)
+        elif bool(v) is stop:  # decides the whole, whatever the others are
+            return "", stop
+    if not parts:
+        return "", not stop
+    return "(" + (" or " if stop else " and ").join(parts) + ")", UNKNOWN
+
+
+def _not(e: x.Not, ctx: _Ctx) -> tuple[str, Any]:
+    s, v = gen(e.args[0], ctx)
+    return (f"(not {s})", UNKNOWN) if v is UNKNOWN else ("", not v)
+
+
+def _is_in(e: x.IsIn, ctx: _Ctx) -> tuple[str, Any]:
+    s, v = gen(e.args[0], ctx)
+    members = frozenset(e.args[1])
+    return (f"({s} in {ctx.const(members)})", UNKNOWN) if v is UNKNOWN else ("", v in members)
+
+
+def _index(e: x.Index, ctx: _Ctx) -> tuple[str, Any]:
+    (ts, tv), (i_s, iv) = gen(e.args[0], ctx), gen(e.args[1], ctx)
+    if tv is not UNKNOWN and iv is not UNKNOWN:
+        return "", tv[iv]
+    return f"{ts}[{i_s}]", UNKNOWN
+
+
+def _update(e: x.Update, ctx: _Ctx) -> tuple[str, Any]:
+    (ts, _tv), (i_s, iv), (vs, _vv) = (gen(a, ctx) for a in e.args)
+    if iv is not UNKNOWN:
+        return f"(*{ts}[:{iv}], {vs}, *{ts}[{iv + 1}:])", UNKNOWN
+    return f"_set({ts}, {i_s}, {vs})", UNKNOWN
+
+
+def _min_max(e: x.Min | x.Max, ctx: _Ctx) -> tuple[str, Any]:
+    gens = [gen(a, ctx) for a in e.args]
+    if all(v is not UNKNOWN for _, v in gens):
+        return "", (min if isinstance(e, x.Min) else max)(v for _, v in gens)
+    return f"{e.fname}({', '.join(s for s, _ in gens)})", UNKNOWN
+
+
+def _if_else(e: x.IfElse, ctx: _Ctx) -> tuple[str, Any]:
+    cs, cv = gen(e.args[0], ctx)
+    if cv is not UNKNOWN:
+        return _gen(e.args[1] if cv else e.args[2], ctx)
+    (a_s, _), (b_s, _) = gen(e.args[1], ctx), gen(e.args[2], ctx)
+    return f"({a_s} if {cs} else {b_s})", UNKNOWN
+
+
+def _unchanged(e: x.Unchanged, ctx: _Ctx) -> tuple[str, Any]:
+    names = e.args or tuple(ctx.index)
+    if not e.args and ctx.before != ctx.after:
+        return "", False
+    checks = [f"{_after(n, ctx)} == v{ctx.index[n]}" for n in names if n in ctx.written]
+    if not checks:
+        return "", True
+    return "(" + " and ".join(checks) + ")", UNKNOWN
+
+
+_RULES: dict[type, Callable[[Any, _Ctx], tuple[str, Any]]] = {
+    x.Compare: _compare, x.Arith: _arith, x.And: _and_or, x.Or: _and_or, x.Not: _not,
+    x.IsIn: _is_in, x.Index: _index, x.Update: _update, x.Min: _min_max, x.Max: _min_max,
+    x.IfElse: _if_else, x.Unchanged: _unchanged}
 
 
 def _after(name: str, ctx: _Ctx) -> str:
@@ -169,9 +198,8 @@ def _var(space: str, name: str, ctx: _Ctx) -> tuple[str, Any]:
         return "", ctx.params.get(name)
     if space == "T":
         return "", ctx.trigger if name == "trigger" else ctx.actor
-    if space == "STATE":
-        assert ctx.state_local is not None
-        return ctx.state_local, UNKNOWN
+    if space == "STATE":  # a local of the invariants' function, or the known state
+        return (ctx.state_local, UNKNOWN) if ctx.state_local is not None else ("", ctx.before)
     if space == "B" and name == "state":
         return "", ctx.before
     if space == "A" and name == "state":
@@ -191,37 +219,145 @@ class CompiledMachine:
     broken_invariants: Callable[[str, tuple[Any, ...]], tuple[int, ...]]
 
 
+# The explorer's sinks, given once to ``CompiledExplorer.make``: ``get(key)`` the id of a known
+# configuration key (``(state, *values)``) or None; ``new(key, cid)`` a new one's id, reached
+# from ``cid``; ``dests(id)`` and ``lids(label)`` record one step; ``broken(cid, invariants,
+# domains)`` what a configuration breaks; ``bsteps(cid, props)`` what its last step breaks.
+Expand = Callable[[tuple[Any, ...], int], None]
+
+
+@dataclass(frozen=True)
+class CompiledExplorer:
+    """A protocol's generated expansion functions, for the explorer (see ``compile_explorer``).
+
+    ``make(*sinks)`` gives, per control state, ``expand(key, cid)``: check configuration
+    ``cid`` (its key ``(state, *values)``), and unless a value is outside its domain, record
+    every step it allows through the sinks, in ``Protocol.enabled``'s order."""
+
+    source: str
+    states: tuple[str, ...]
+    _make: Callable[..., tuple[Expand, ...]]
+    labels: tuple[tuple[Transition, Params], ...]
+    label_states: tuple[str, ...]
+    broken_invariants: Callable[[str, tuple[Any, ...]], tuple[int, ...]]
+
+    def make(self, *sinks: Callable[..., Any]) -> dict[str, Expand]:
+        return dict(zip(self.states, self._make(*sinks), strict=True))
+
+
 def compile_machine(p: Protocol, *, step_properties: bool = True) -> CompiledMachine:
     """Generate and compile ``p``'s successor function (see the module's docstring)."""
     index = {n: i for i, n in enumerate(p.variable_names)}
-    unpack = ", ".join(f"v{i}" for i in range(len(index))) + ("," if len(index) == 1 else "")
+    unpack = _unpack(index)
     consts: list[Any] = []
     labels: list[tuple[Transition, Params]] = []
     lines: list[str] = []
     names: dict[str, str] = {}
+    emit = _emit_list(p.step_properties if step_properties else ())
     for k, (state, plan) in enumerate(p._plan.items()):
         fname = f"_succ_{k}"
         names[state] = fname
         lines += [f"def {fname}(values):", f"    {unpack} = values" if index else "    pass",
                   "    out = []"]
         for params, fitting in plan:
-            lines += _plan_entry(p, state, params, fitting, index, consts, labels,
-                                 step_properties)
+            lines += _plan_entry(state, params, fitting, index, consts, labels, emit, 1)
         lines += ["    return out", ""]
     lines += _invariants(p, index, unpack, consts)
-    source = "\n".join(lines) + "\n"
+    scope = _exec(p, lines, consts)
+    successors = {state: scope[fname] for state, fname in names.items()}
+    return CompiledMachine("\n".join(lines) + "\n", successors, tuple(labels),
+                           scope["_invariants"])
+
+
+def compile_explorer(p: Protocol) -> CompiledExplorer:
+    """Generate and compile ``p``'s expansion functions: per control state, the configuration's
+    invariants (with the state known) and the domains of the variables a step into that state
+    writes (every configuration expanded is inside its domains, so only those can leave
+    them), then its steps as in :func:`compile_machine`, each successor interned and recorded
+    in place rather than returned."""
+    index = {n: i for i, n in enumerate(p.variable_names)}
+    unpack = ", ".join(["_", *(f"v{i}" for i in range(len(index)))])
+    consts: list[Any] = []
+    labels: list[tuple[Transition, Params]] = []
+    label_states: list[str] = []
+    lines = ["def _make(get, new, dests, lids, broken, bsteps):"]
+    names: dict[str, str] = {}
+    emit = _emit_interned(p.step_properties)
+    for k, (state, plan) in enumerate(p._plan.items()):
+        names[state] = f"_x_{k}"
+        lines += [f"    def _x_{k}(key, cid):", f"        {unpack} = key"]
+        lines += _checks(p, state, index, consts)
+        for params, fitting in plan:
+            lines += _plan_entry(state, params, fitting, index, consts, labels, emit, 2)
+        label_states += [state] * (len(labels) - len(label_states))
+        lines += ["        return", ""]
+    lines += ["    return (" + "".join(f"{f}, " for f in names.values()) + ")", ""]
+    lines += _invariants(p, index, _unpack(index), consts)
+    scope = _exec(p, lines, consts)
+    return CompiledExplorer("\n".join(lines) + "\n", tuple(names), scope["_make"],
+                            tuple(labels), tuple(label_states), scope["_invariants"])
+
+
+def _unpack(index: Mapping[str, int]) -> str:
+    return ", ".join(f"v{i}" for i in range(len(index))) + ("," if len(index) == 1 else "")
+
+
+def _exec(p: Protocol, lines: list[str], consts: list[Any]) -> dict[str, Any]:
     scope: dict[str, Any] = {f"_k{i}": c for i, c in enumerate(consts)}
     scope["_set"] = x._set
-    exec(compile(source, f"<generated {p.name}>", "exec"), scope)  # our own source
-    successors = {state: scope[fname] for state, fname in names.items()}
-    return CompiledMachine(source, successors, tuple(labels), scope["_invariants"])
+    exec(compile("\n".join(lines) + "\n", f"<generated {p.name}>", "exec"), scope)  # our own
+    return scope
 
 
-def _plan_entry(p: Protocol, state: str, params: Params, fitting: Sequence[Transition],
+# How a step the generator found is given back: (ctx, label, destination) -> lines.
+Emit = Callable[[_Ctx, int, str], list[str]]
+
+
+def _step_props(props: Sequence[StepProperty], ctx: _Ctx) -> list[str]:
+    """Lines that leave the indices of the step properties this step breaks in ``bad``."""
+    body = ["bad = ()"]
+    for k, sp in enumerate(props):
+        s, v = gen(sp.expr, ctx)
+        if v is UNKNOWN:
+            body.append(f"if not {s}: bad += ({k},)")
+        elif not v:
+            body.append(f"bad += ({k},)")
+    return body
+
+
+def _after_tuple(ctx: _Ctx, head: str = "") -> str:
+    return "(" + ", ".join([*([head] if head else []), *(_after(n, ctx) for n in ctx.index)]) \
+        + ("," if len(ctx.index) + bool(head) == 1 else "") + ")"
+
+
+def _emit_list(props: Sequence[StepProperty]) -> Emit:
+    def emit(ctx: _Ctx, label: int, dest: str) -> list[str]:
+        body = [f"n = {_after_tuple(ctx)}" if ctx.written else "n = values",
+                *_step_props(props, ctx)]
+        return [*body, f"out.append(({label}, {ctx.const(dest)}, n, bad))"]
+    return emit
+
+
+def _emit_interned(props: Sequence[StepProperty]) -> Emit:
+    def emit(ctx: _Ctx, label: int, dest: str) -> list[str]:
+        if dest == ctx.before and not ctx.written:  # a self-loop: no lookup
+            body = ["dests(cid)", f"lids({label})"]
+        else:
+            body = [f"n = {_after_tuple(ctx, _lit(dest, ctx))}", "d = get(n)",
+                    "if d is None: d = new(n, cid)", "dests(d)", f"lids({label})"]
+        checks = _step_props(props, ctx)
+        if len(checks) > 1:
+            body += [*checks, "if bad: bsteps(cid, bad)"]
+        return body
+    return emit
+
+
+def _plan_entry(state: str, params: Params, fitting: Sequence[Transition],
                 index: Mapping[str, int], consts: list[Any],
-                labels: list[tuple[Transition, Params]], step_properties: bool) -> list[str]:
+                labels: list[tuple[Transition, Params]], emit: Emit, depth: int) -> list[str]:
     """One parameter choice: the first transition of the group whose guards hold."""
     out: list[str] = []
+    pad = "    " * depth
     keyword = "if"
     for t in fitting:
         dest = state if t.dest is None else t.dest
@@ -241,37 +377,53 @@ def _plan_entry(p: Protocol, state: str, params: Params, fitting: Sequence[Trans
         label = len(labels)
         labels.append((t, params))
         body = [f"a{index[n]} = {gen(x.lift(e), ctx)[0]}" for n, e in t.effect.updates.items()]
-        after = ", ".join(_after(n, ctx) for n in index) + ("," if len(index) == 1 else "")
-        body.append(f"n = ({after})" if written else "n = values")
-        body.append("bad = ()")
-        for k, sp in enumerate(p.step_properties if step_properties else ()):
-            s, v = gen(sp.expr, ctx)
-            if v is UNKNOWN:
-                body.append(f"if not {s}: bad += ({k},)")
-            elif not v:
-                body.append(f"bad += ({k},)")
-        body.append(f"out.append(({label}, {ctx.const(dest)}, n, bad))")
+        body += emit(ctx, label, dest)
         if not conds:  # always enabled: the rest of the group is never reached
             if keyword == "if":
-                out += [f"    {b}" for b in body]
+                out += [f"{pad}{b}" for b in body]
             else:
-                out += ["    else:", *(f"        {b}" for b in body)]
+                out += [f"{pad}else:", *(f"{pad}    {b}" for b in body)]
             return out
-        out.append(f"    {keyword} {' and '.join(conds)}:")
-        out += [f"        {b}" for b in body]
+        out.append(f"{pad}{keyword} {' and '.join(conds)}:")
+        out += [f"{pad}    {b}" for b in body]
         keyword = "elif"
     return out
+
+
+def _checks(p: Protocol, state: str, index: Mapping[str, int], consts: list[Any]) -> list[str]:
+    """The explorer's per-state check of a configuration: its broken invariants (the state
+    folded in) and the domains a step into ``state`` may have left."""
+    ctx = _Ctx(index, None, before=state, consts=consts)
+    inv = _broken_lines(p.invariants, ctx, "inv")
+    writes = {n for t in p.transitions for s in t.source if t.target(s) == state
+              for n in t.effect.writes}
+    dom = ["dom = ()"]
+    for v in p.variables:
+        if v.name in writes:
+            i = index[v.name]
+            dom.append(f"if v{i} not in {ctx.const(frozenset(v.domain))}: dom += ({i},)")
+    pad = "        "
+    if len(dom) == 1:
+        return [] if len(inv) == 1 else [*(pad + line for line in inv),
+                                          f"{pad}if inv: broken(cid, inv, ())"]
+    return [*(pad + line for line in (*inv, *dom)), f"{pad}if inv or dom:",
+            f"{pad}    broken(cid, inv, dom)", f"{pad}    if dom: return"]
+
+
+def _broken_lines(checks: Sequence[Invariant], ctx: _Ctx, name: str) -> list[str]:
+    lines = [f"{name} = ()"]
+    for k, inv in enumerate(checks):
+        s, v = gen(inv.expr, ctx)
+        if v is UNKNOWN:
+            lines.append(f"if not {s}: {name} += ({k},)")
+        elif not v:
+            lines.append(f"{name} += ({k},)")
+    return lines
 
 
 def _invariants(p: Protocol, index: Mapping[str, int], unpack: str,
                 consts: list[Any]) -> list[str]:
     ctx = _Ctx(index, None, state_local="state", consts=consts)
-    lines = ["def _invariants(state, values):", f"    {unpack} = values" if index else "    pass",
-             "    bad = ()"]
-    for k, inv in enumerate(p.invariants):
-        s, v = gen(inv.expr, ctx)
-        if v is UNKNOWN:
-            lines.append(f"    if not {s}: bad += ({k},)")
-        elif not v:
-            lines.append(f"    bad += ({k},)")
+    lines = ["def _invariants(state, values):", f"    {unpack} = values" if index else "    pass"]
+    lines += [f"    {line}" for line in _broken_lines(p.invariants, ctx, "bad")]
     return [*lines, "    return bad", ""]

@@ -35,7 +35,7 @@ from ._expr import Expr
 from ._rules import RULES
 
 if TYPE_CHECKING:
-    from ._compiled import CompiledMachine
+    from ._compiled import CompiledExplorer, CompiledMachine
 
 Value: TypeAlias = Any  # a hashable value from a variable's or a parameter's finite domain
 Vars: TypeAlias = Mapping[str, Value]
@@ -336,6 +336,8 @@ class Protocol:
     _plan: dict[str, tuple[tuple[Params, tuple[Transition, ...]], ...]] = field(
         init=False, repr=False, compare=False)
     _gen: CompiledMachine | None = field(default=None, init=False, repr=False, compare=False)
+    _explorer: CompiledExplorer | None = field(default=None, init=False, repr=False,
+                                               compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {v.name: i for i, v in enumerate(self.variables)})
@@ -465,6 +467,15 @@ class Protocol:
             from ._compiled import compile_machine
             gen = compile_machine(self, step_properties=False)
             object.__setattr__(self, "_gen", gen)
+        return gen
+
+    def compiled_explorer(self) -> CompiledExplorer:
+        """The generated expansion functions the explorer runs, compiled on first use."""
+        gen = self._explorer
+        if gen is None:
+            from ._compiled import compile_explorer
+            gen = compile_explorer(self)
+            object.__setattr__(self, "_explorer", gen)
         return gen
 
     def fire(self, config: Config, trigger: str, params: Params = NO_PARAMS) -> Step:

@@ -313,13 +313,9 @@ def test_default_query_machine_explores_clean_with_one_query() -> None:
     assert result.states == result.bounds["local_configs"]
 
 
-@pytest.mark.rule("Q11")
-@pytest.mark.rule("Q13")
-def test_two_queries_sharing_workers_explore_clean() -> None:
-    result = explore(SMALL, instances=2)
-    assert_clean(result)
-    one = explore(SMALL)
-    assert result.states == one.states ** 2  # one worker: the crash never couples them
+def test_several_instances_of_a_bare_machine_are_refused_in_favour_of_the_system() -> None:
+    with pytest.raises(ValueError, match="declared system"):
+        explore(SMALL, instances=2)
 
 
 # --------------------------------------------------------------------------
@@ -329,43 +325,30 @@ def steps_of(result: ExploreResult) -> set[tuple[Any, ...]]:
     return {(b, s, a) for b, s, a in result.iter_steps()}
 
 
-@pytest.mark.parametrize(("bounds", "instances"), [((1, 2, 2), 1), ((2, 1, 1), 2)])
+@pytest.mark.parametrize("bounds", [(1, 2, 2), (2, 1, 1)])
 def test_successor_function_and_transitions_oracle_agree_edge_for_edge(
-        bounds: tuple[int, int, int], instances: int) -> None:
+        bounds: tuple[int, int, int]) -> None:
     p = build_query_machine(*bounds)
-    table = explore(p, instances=instances)
-    oracle = explore_via_transitions(p, instances=instances)
-    if instances == 1:  # with more, the global steps are the same local ones, recombined
-        assert steps_of(table) == steps_of(oracle)
+    table = explore(p)
+    oracle = explore_via_transitions(p)
+    assert steps_of(table) == steps_of(oracle)
     strip = {"seconds", "states_per_second", "bounds"}
     assert ({k: v for k, v in table.to_json().items() if k not in strip}
             == {k: v for k, v in oracle.to_json().items() if k not in strip})
 
 
-def naive_search(p: Protocol, instances: int) -> tuple[nx.DiGraph, Any]:
-    """The definition, written the slow way: tuples of configs and a networkx graph."""
-    start = tuple(p.initial_config() for _ in range(instances))
+def naive_search(p: Protocol) -> tuple[nx.DiGraph, Any]:
+    """The definition, written the slow way: configs in a networkx graph."""
+    start = p.initial_config()
     g = nx.DiGraph()
     g.add_node(start)
     frontier = [start]
     while frontier:
         state = frontier.pop()
-        sync: dict[tuple[Any, ...], list[Any]] = {}
-        for i, c in enumerate(state):
-            for step in p.enabled(c):
-                if step.transition.sync:
-                    sync.setdefault((step.transition.trigger, tuple(step.params.items())),
-                                    list(state))[i] = step.after
-                    continue
-                after = (*state[:i], step.after, *state[i + 1:])
-                if after not in g:
-                    frontier.append(after)
-                g.add_edge(state, after)
-        for after_list in sync.values():
-            after = tuple(after_list)
-            if after not in g:
-                frontier.append(after)
-            g.add_edge(state, after)
+        for step in p.enabled(state):
+            if step.after not in g:
+                frontier.append(step.after)
+            g.add_edge(state, step.after)
     return g, start
 
 
@@ -374,53 +357,36 @@ BUMP = Effect({"crashes": V.crashes + 1})
 
 
 def leases() -> Protocol:
-    """A lease that a sync crash and a local release both drop the same way, so a crash that
-    hits one instance joins the same two states as that instance's release."""
+    """A lease that a crash and a release both drop the same way: two steps that join the
+    same two states."""
     return Protocol(
-        name="leases", meaning="sync steps, hand-made", initial="idle",
+        name="leases", meaning="parallel steps, hand-made", initial="idle",
         states=(State("idle", "free"), State("held", "leased"), State("done", "ends", terminal=True)),
         variables=(Variable("crashes", (0, 1, 2), 0, "lost leases"),),
         transitions=(Transition("take", ("idle",), "held", "claims", ("Q11",)),
                      Transition("release", ("held",), "idle", "drops", ("Q11",), guards=(COUNT,),
                                 effect=BUMP),
                      Transition("crash", ("held",), "idle", "dies", ("Q11",), guards=(COUNT,),
-                                effect=BUMP, actor="environment", sync=True),
+                                effect=BUMP, actor="environment"),
                      Transition("finish", ("held",), "done", "ends", ("Q11",))))
 
 
-def test_a_sync_step_is_offered_once_and_hits_every_instance_where_enabled() -> None:
-    p = leases()
-    result = explore(p, instances=2)
-    crashes = [(b, s, a) for b, s, a in result.iter_steps() if s.trigger == "crash"]
-    assert crashes and all(s.instance is None for _, s, _ in crashes)
-    for before, _step, after in crashes:
-        for b, a in zip(before, after, strict=True):
-            enabled = b.state == "held" and p.view(b)["crashes"] < 2
-            assert (a.state == "idle") if enabled else (a == b)
-    both = [a for b, _s, a in crashes
-            if all(c.state == "held" and p.view(c)["crashes"] < 2 for c in b)]
-    assert both and all(c.state == "idle" for a in both for c in a)
-    assert result.ok
-
-
-@pytest.mark.parametrize(("make", "instances"), [
-    pytest.param(lambda: build_query_machine(1, 1, 1), 2, marks=pytest.mark.slow),
-    (leases, 2), (leases, 3),
-    (lambda: tiny(Transition("spin", ("stuck",), None, "waits forever", ("Q1",))), 2)])
-def test_fast_search_matches_the_naive_definition(make: Callable[[], Protocol],
-                                                  instances: int) -> None:
+@pytest.mark.parametrize("make", [
+    lambda: build_query_machine(1, 1, 1), leases,
+    lambda: tiny(Transition("spin", ("stuck",), None, "waits forever", ("Q1",)))])
+def test_fast_search_matches_the_naive_definition(make: Callable[[], Protocol]) -> None:
     p = make()
-    result = explore(p, instances=instances)
-    g, _start = naive_search(p, instances)
+    result = explore(p)
+    g, _start = naive_search(p)
     assert result.states == g.number_of_nodes()
     assert result.edges == g.number_of_edges() == result.graph().number_of_edges()
-    terminal = {s for s in g if all(c.state in p.terminal_states for c in s)}
+    terminal = {s for s in g if s.state in p.terminal_states}
     g.add_edges_from((t, "settled") for t in terminal)
     settle = nx.ancestors(g, "settled")
     g.remove_node("settled")
     stuck = {s for s in g if s not in settle and g.out_degree(s) > 0}
     assert bool(stuck) == bool(result.traps)
-    good = result._space.can_settle(shortcut=False)
+    good = result._space.can_settle()
     assert good.count(0) == len(set(g) - settle)
 
 
@@ -452,11 +418,10 @@ def test_a_state_with_no_step_is_a_deadlock() -> None:
 
 def test_a_state_that_can_only_loop_is_a_trap() -> None:
     p = tiny(Transition("spin", ("stuck",), None, "waits forever", ("Q1",)))
-    for instances in (1, 2):
-        result = explore(p, instances=instances)
-        assert result.deadlocks == []
-        assert [(f.name, len(f.counterexample or ())) for f in result.traps] == [("stuck", 1)]
-        assert not result.ok
+    result = explore(p)
+    assert result.deadlocks == []
+    assert [(f.name, len(f.counterexample or ())) for f in result.traps] == [("stuck", 1)]
+    assert not result.ok
 
 
 # --------------------------------------------------------------------------
@@ -519,7 +484,7 @@ def test_itf_trace_has_the_quint_mbt_variables() -> None:
 @pytest.mark.rule("Q16")
 def test_counterexample_itf_file_round_trips_and_replays(tmp_path: Path) -> None:
     mutant = MUTANTS[0].values[1]
-    result = explore(mutant, instances=2)
+    result = explore(mutant)
     written = result.write_itf(tmp_path)
     names = sorted(p.name for p in written)
     assert names == ["domain-submissions.itf.json", "invariant-at_most_three_submissions.itf.json"]
@@ -529,11 +494,11 @@ def test_counterexample_itf_file_round_trips_and_replays(tmp_path: Path) -> None
     assert raw["#meta"]["property"] == "at_most_three_submissions"
     assert raw["#meta"]["rules"] == ["Q16"]
     assert raw["#meta"]["generator"] == "settled explore"
-    assert raw["#meta"]["bounds"]["instances"] == 2
+    assert raw["#meta"]["bounds"]["instances"] == 1
     for state in raw["states"]:
         values = [v for k, v in state.items() if k != "#meta"]
         assert not any(isinstance(x, int) and not isinstance(x, bool) for x in walk(values))
-        assert "#tup" in state["q1.held"]
+        assert "#tup" in state["q0.held"]
     cx = result.violations[0].counterexample
     assert cx is not None
     back = read_itf(path)
@@ -548,7 +513,7 @@ def test_counterexample_itf_file_round_trips_and_replays(tmp_path: Path) -> None
                        tuple((k, v["value"]) for k, v in s["mbt::nondetPicks"].items()
                              if k != "instance" and v["tag"] == "Some"))
              for s in back["states"][1:]]
-    assert replay(mutant, steps, instances=2)[-1] == cx.configs[-1]
+    assert replay(mutant, steps)[-1] == cx.configs[-1]
 
 
 def test_step_list_text_is_replayable() -> None:
@@ -561,7 +526,7 @@ def test_step_list_text_is_replayable() -> None:
 
 
 def test_max_states_stops_early_and_gives_no_coverage_verdict() -> None:
-    result = explore(QUERY, instances=2, max_states=5_000)
+    result = explore(QUERY, max_states=5_000)
     assert not result.complete
     assert 5_000 <= result.states < 5_100
     assert result.unreached_states == [] and result.unfired_transitions == [] and result.traps == []
@@ -569,9 +534,8 @@ def test_max_states_stops_early_and_gives_no_coverage_verdict() -> None:
 
 def test_progress_is_reported() -> None:
     calls: list[tuple[int, int, float]] = []
-    tiny = build_query_machine(workers=1, max_epoch=1, max_task_version=2)
-    explore(tiny, instances=2, progress=lambda s, f, t: calls.append((s, f, t)))
-    assert calls and calls[-1][1] == 0 and calls[-1][0] == explore(tiny).states ** 2
+    explore(QUERY, progress=lambda s, f, t: calls.append((s, f, t)))
+    assert calls and calls[-1][1] == 0 and calls[-1][0] == explore(QUERY).states
 
 
 def test_the_collector_is_paused_during_a_search_and_left_as_it_was() -> None:

@@ -20,7 +20,7 @@ from .._counterexample import (
     Finding,
     TraceStep,
 )
-from ._local import TransitionKey, _params_key, _transition_key
+from ._local import TransitionKey, _transition_key
 from ._space import _Space
 
 
@@ -30,77 +30,49 @@ from ._space import _Space
 def _violations(space: _Space, meta: Mapping[str, Any]) -> list[Finding]:
     """First (shortest) finding per invariant, domain variable and step property."""
     local, p = space.local, space.local.protocol
-    best: dict[tuple[str, int], tuple[int, int, int | None]] = {}  # -> (gid, cid, bad label)
-    for c in range(len(local.configs)):
-        g = space.first_gid[c]
-        if g < 0:
-            continue
-        for kind, index in local.broken[c]:
+    best: dict[tuple[str, int], tuple[int, int | None]] = {}  # -> (gid, bad label)
+    for c, broken in local.broken.items():
+        for kind, index in broken:
             prev = best.get((kind, index))
-            if prev is None or prev[0] > g:
-                best[(kind, index)] = (g, c, None)
-        for bad_label, _sync, props in local.bad_steps[c] if c < local.expanded else ():
+            if prev is None or prev[0] > c:
+                best[(kind, index)] = (c, None)
+    for c, bad in local.bad_steps.items():
+        for bad_label, props in bad:
             for k in props:
                 prev = best.get((STEP_PROPERTY, k))
-                if prev is None or prev[0] > g:
-                    best[(STEP_PROPERTY, k)] = (g, c, bad_label)
+                if prev is None or prev[0] > c:
+                    best[(STEP_PROPERTY, k)] = (c, bad_label)
     order = {INVARIANT: 0, STEP_PROPERTY: 1, DOMAIN: 2}
     out = []
-    for (kind, index), (g, c, label) in sorted(best.items(), key=lambda kv: (kv[1][0], order[kv[0][0]],
-                                                                               kv[0][1])):
-        inst = int(space.first_inst[c])
+    for (kind, index), (g, label) in sorted(best.items(), key=lambda kv: (kv[1][0], order[kv[0][0]],
+                                                                            kv[0][1])):
         extra = None
         if kind == INVARIANT:
             inv = p.invariants[index]
             name, text, rules = inv.name, inv.text, inv.rules
         elif kind == DOMAIN:
             var = p.variables[index]
-            value = local.configs[c].values[index]
+            value = local.configs[g].values[index]
             name, rules = var.name, ()
             text = f"{var.name} = {value!r} is outside its declared domain {list(var.domain)}"
         else:
             sp: StepProperty = p.step_properties[index]
             name, text, rules = sp.name, sp.text, sp.rules
             assert label is not None
-            extra = _extra_step(space, g, inst, label)
-        m = {**meta, "kind": kind, "property": name, "rules": list(rules), "instance": inst,
+            extra = _extra_step(space, label)
+        m = {**meta, "kind": kind, "property": name, "rules": list(rules), "instance": 0,
              "description": text}
-        out.append(Finding(kind, name, text, tuple(rules), inst,
-                           space.counterexample(g, extra, m)))
+        out.append(Finding(kind, name, text, tuple(rules), 0, space.counterexample(g, extra, m)))
     return out
 
 
-def _extra_step(space: _Space, gid: int, inst: int, label: int) -> tuple[TraceStep, tuple[Config, ...]]:
-    """The step ``label`` of instance ``inst`` taken from global state ``gid``."""
-    local = space.local
-    t, params = local.labels[label]
-    key = space.keys[gid]
-    cids = space.cids(key)
-    if t.sync:
-        sid = local.sync_id_of(t.trigger, params)
-        nk, _changed = space._sync_targets(key, cids)[sid]
-        step = TraceStep(None if space.n > 1 else 0, t.trigger, _params_key(params))
-    else:
-        dest = local.label_dest[label]
-        nk = key + ((dest - cids[inst]) << space.shifts[inst])
-        step = TraceStep(inst, t.trigger, _params_key(params))
-    after = tuple(local.configs[c] for c in space.cids(nk))
-    return step, after
-
-
-def _culprits(space: _Space, gid: int) -> list[int]:
-    """The instances to blame for a stuck state: those not settled that cannot settle by
-    their own steps; if every one of them could (a trap made by sync steps), all unsettled."""
-    local = space.local
-    cids = space.cids(space.keys[gid])
-    unsettled = [i for i, c in enumerate(cids) if not local.terminal[c]]
-    alone = [i for i in unsettled if not local.settles_alone[cids[i]]]
-    return alone or unsettled
+def _extra_step(space: _Space, label: int) -> tuple[TraceStep, tuple[Config, ...]]:
+    """The step ``label`` and the state it leads to."""
+    return space.step_of(label), space.configs_of(space.local.label_dest[label])
 
 
 def _stuck_name(space: _Space, gid: int) -> str:
-    configs = space.configs_of(gid)
-    return "+".join(sorted({str(configs[i].state) for i in _culprits(space, gid)})) or "terminal"
+    return str(space.local.configs[gid].state)
 
 
 def _stuck(space: _Space, gids: Iterable[int], kind: str, meta: Mapping[str, Any]) -> list[Finding]:
@@ -111,7 +83,7 @@ def _stuck(space: _Space, gids: Iterable[int], kind: str, meta: Mapping[str, Any
             first[name] = g
     out = []
     for name, g in first.items():
-        inst = next(iter(_culprits(space, g)), None)
+        inst = 0  # one instance, not settled
         if kind == DEADLOCK:
             text = f"no step is possible and not every instance has settled ({name})"
         else:
@@ -123,9 +95,11 @@ def _stuck(space: _Space, gids: Iterable[int], kind: str, meta: Mapping[str, Any
 
 def _coverage(space: _Space) -> tuple[list[Finding], list[Finding]]:
     local, p = space.local, space.local.protocol
-    seen = [c for c in range(local.expanded) if space.first_gid[c] >= 0]
-    reached = {local.configs[c].state for c in seen}
-    fired: set[TransitionKey] = set().union(*(local.fired[c] for c in seen))
+    reached = {key[0] for key in local.keys}
+    lids = set(local.label_lid)
+    keys = {lid: _transition_key(local.pairs[lid][0]) for lid in lids}
+    fired: set[TransitionKey] = set(keys.values())
+    edges = {(local.label_state[lid], key) for lid, key in keys.items()}
     unreached = []
     for s in p.states:
         if s.name not in reached:
@@ -135,7 +109,6 @@ def _coverage(space: _Space) -> tuple[list[Finding], list[Finding]]:
                                      tuple(rules)))
     unfired = []
     counts: dict[str, int] = {}
-    edges = {(local.configs[c].state, k) for c in seen for k in local.fired[c]}
     for t in p.transitions:
         key = _transition_key(t)
         if key not in fired or len(t.source) == 1:

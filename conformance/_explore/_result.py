@@ -79,8 +79,8 @@ class ExploreResult:
         space = self._space
         for g in range(space.head):
             before = space.configs_of(g)
-            for step, nk in space.labelled_steps(g):
-                yield before, step, space.configs_of(space.ids[nk])
+            for step, target in space.labelled_steps(g):
+                yield before, step, space.configs_of(target)
 
     def graph(self) -> nx.DiGraph:
         """The reached global graph. Nodes are state ids in BFS order (0 is initial) and carry
@@ -91,7 +91,7 @@ class ExploreResult:
         import networkx as nx
 
         g = nx.DiGraph(model=self.model, instances=space.n)
-        for gid in range(len(space.keys)):
+        for gid in range(space.states):
             configs = space.configs_of(gid)
             attrs: dict[str, Any] = {"initial": gid == 0,
                                      "terminal": all(c.state in p.terminal_states for c in configs)}
@@ -100,8 +100,7 @@ class ExploreResult:
                 attrs.update({f"q{i}.{k}": v for k, v in p.view(c).items()})
             g.add_node(gid, **attrs)
         for gid in range(space.head):
-            for step, nk in space.labelled_steps(gid):
-                target = space.ids[nk]
+            for step, target in space.labelled_steps(gid):
                 if g.has_edge(gid, target):
                     g.edges[gid, target]["steps"].append(step.text())
                 else:
