@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from settled.model import Config, Params, Protocol, Snapshot, Step, Transition, Value
 
@@ -126,9 +126,9 @@ class _Local:
 
         expand = gen.make(ids.get, new, dest.append, self.label_lid.append, self._broken,
                           bsteps)
-        return self._bfs(lambda key, cid: expand[key[0]](key, cid), limit)
+        return self._bfs(expand, limit)
 
-    def _bfs(self, expand: Callable[[Key, int], None], limit: int | None) -> int:
+    def _bfs(self, expand: Mapping[Value, Callable[[Key, int], None]], limit: int | None) -> int:
         """Expand configurations in id order until none is left or ``limit`` are known (the
         last one's successors may overshoot it); the number expanded."""
         keys, start = self.keys, self.label_start.append
@@ -147,7 +147,8 @@ class _Local:
                     progress(len(keys), len(keys) - head, now - t0)
                     next_report = now + _PROGRESS_EVERY
             start(len(dest))
-            expand(keys[head], head)
+            key = keys[head]
+            expand[key[0]](key, head)
             head += 1
         return head
 
@@ -191,7 +192,7 @@ class _Local:
                 if props:
                     self.bad_steps.setdefault(cid, []).append((len(dest) - 1, props))
 
-        return self._bfs(expand, limit)
+        return self._bfs(dict.fromkeys(p.state_names, expand), limit)
 
     def _broken(self, cid: int, invariants: tuple[int, ...], domains: tuple[int, ...]) -> None:
         """Record what configuration ``cid`` breaks. A configuration outside the declared

@@ -29,22 +29,47 @@ class _Space:
         self.complete = local.complete
         self.deadlocks: list[int] = []
         self.all_terminal: list[int] = []
-        # DiGraph edges (parallel steps joined, a self-loop counted once) and, for the traps,
-        # each state's distinct successors other than itself
-        self.moves: list[list[int]] = []
+        self.edges, self.good = self._read_off(local)
+
+    def _read_off(self, local: _Local) -> tuple[int, bytearray]:
+        """The DiGraph edges (parallel steps joined, a self-loop counted once), the deadlocks
+        and all-terminal states, and which states can reach an all-terminal one: decided in
+        one pass from the last state to the first (most steps lead to later states), then,
+        for the states still open, by backward reachability over their own steps."""
         start, dest = local.label_start, local.label_dest
+        good = bytearray(self.states)
         edges = 0
-        for c in range(local.expanded):
+        open_: list[tuple[int, set[int]]] = []
+        for c in range(local.expanded - 1, -1, -1):
             s, e = start[c], start[c + 1]
             if s == e:
-                (self.all_terminal if local.terminal(c) else self.deadlocks).append(c)
-                self.moves.append([])
+                if local.terminal(c):
+                    good[c] = 1
+                    self.all_terminal.append(c)
+                else:
+                    self.deadlocks.append(c)
                 continue
             targets = set(dest[s:e])
             edges += len(targets)
-            targets.discard(c)
-            self.moves.append(list(targets))
-        self.edges = edges
+            for d in targets:
+                if good[d]:
+                    good[c] = 1
+                    break
+            else:
+                open_.append((c, targets))
+        self.all_terminal.reverse()
+        self.deadlocks.reverse()
+        rev: dict[int, list[int]] = {}
+        for c, targets in open_:
+            for d in targets:
+                rev.setdefault(d, []).append(c)
+        queue = [d for d in rev if good[d]]
+        for d in queue:
+            for c in rev.get(d, ()):
+                if not good[c]:
+                    good[c] = 1
+                    queue.append(c)
+        return edges, good
 
     # -- states and paths ----------------------------------------------------------
     def configs_of(self, gid: int) -> tuple[Config, ...]:
@@ -80,18 +105,6 @@ class _Space:
 
     # -- traps ------------------------------------------------------------------
     def can_settle(self) -> bytearray:
-        """1 for every reached state from which an all-terminal state is reachable."""
-        rev: list[list[int]] = [[] for _ in range(self.states)]
-        for c, targets in enumerate(self.moves):
-            for d in targets:
-                rev[d].append(c)
-        good = bytearray(self.states)
-        queue = list(self.all_terminal)
-        for g in queue:
-            good[g] = 1
-        for g in queue:
-            for p in rev[g]:
-                if not good[p]:
-                    good[p] = 1
-                    queue.append(p)
-        return good
+        """1 for every reached state from which an all-terminal state is reachable (a search
+        cut short by max_states leaves its unexpanded states at 0)."""
+        return self.good
