@@ -43,8 +43,8 @@ def _fmt(value: Value) -> str:
 class TraceStep:
     """One step of a global run: ``instance`` fires ``trigger`` with ``params``.
 
-    ``instance`` is ``None`` for a sync step in a composition of several
-    instances: it fires on every instance where it is enabled.
+    ``instance`` is ``None`` for a step written ``all``: it fires on every
+    instance where it is enabled (see :func:`replay`).
     """
 
     instance: int | None
@@ -196,18 +196,17 @@ def replay(protocol: Protocol, steps: Sequence[TraceStep] | str, *,
            instances: int = 1) -> list[tuple[Config, ...]]:
     """Run ``steps`` through ``Protocol.fire`` from the initial state; the states along.
 
-    A step with ``instance=None`` (or a sync transition) fires on every
+    A step with ``instance=None`` fires on every
     instance where it is enabled and must be enabled on at least one.
     :class:`IllegalTransition` if a step is not allowed.
     """
     if isinstance(steps, str):
         steps = parse_steps(protocol, steps)
-    sync = {t.trigger for t in protocol.transitions if t.sync}
     state = tuple(protocol.initial_config() for _ in range(instances))
     out = [state]
     for step in steps:
         params = MappingProxyType(step.params_dict)
-        if step.instance is None or step.trigger in sync:
+        if step.instance is None:
             configs = list(state)
             fired = False
             for i, c in enumerate(state):

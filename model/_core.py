@@ -223,8 +223,6 @@ class Transition:
     # undelivered request both look like "no answer").
     observed_as: str | None = ""
     params: tuple[Param, ...] = ()
-    priority: int = 0
-    sync: bool = False  # in a composition, every instance takes it together (a worker crash)
 
     @property
     def observable(self) -> str | None:
@@ -330,7 +328,7 @@ class Protocol:
     refusable: frozenset[str] = frozenset()
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
     _by_source: dict[str, tuple[Transition, ...]] = field(init=False, repr=False, compare=False)
-    # Per state: (params, the transitions of one trigger group those params fit, in priority
+    # Per state: (params, the transitions of one trigger group those params fit, in declaration
     # order), in the order ``enabled`` offers them. Precomputed because the explorer calls
     # ``enabled`` once per configuration and the parameter products dominated its cost.
     _plan: dict[str, tuple[tuple[Params, tuple[Transition, ...]], ...]] = field(
@@ -345,9 +343,8 @@ class Protocol:
         for t in self.transitions:
             for s in t.source:
                 by_source.setdefault(s, []).append(t)
-        # Higher priority first, then declaration order: the order the oracle tries them in.
-        object.__setattr__(self, "_by_source", {
-            s: tuple(sorted(ts, key=lambda t: -t.priority)) for s, ts in by_source.items()})
+        # Declaration order: the order the oracle tries them in.
+        object.__setattr__(self, "_by_source", {s: tuple(ts) for s, ts in by_source.items()})
         object.__setattr__(self, "_plan", {
             s: tuple((params, tuple(t for t in group if _params_fit(t, params)))
                      for _trigger, group in _by_trigger(ts) for params in _param_union(group))

@@ -4,7 +4,7 @@ Guards become the machine's ``conditions`` and effects its ``before``
 callbacks; nothing about the protocol is written here a second time. The
 machine is built with ``auto_transitions=False`` (otherwise it would add a
 ``to_<state>`` jump for every state and accept anything) and transitions are
-added highest priority first, which is the order the machine tries them in.
+added in declaration order, which is the order the machine tries them in.
 
 A trigger that is not allowed raises :class:`IllegalTransition` with the
 failed guards and the triggers that *are* enabled, and leaves the oracle

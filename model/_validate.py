@@ -193,7 +193,7 @@ def _ambiguity(p: Protocol) -> None:
     for s in p.state_names:
         group = p.transitions_from(s)
         for a, b in itertools.combinations(group, 2):
-            if a.trigger != b.trigger or a.priority != b.priority:
+            if a.trigger != b.trigger:
                 continue
             if {x.name for x in a.params} != {x.name for x in b.params}:
                 continue
@@ -201,7 +201,7 @@ def _ambiguity(p: Protocol) -> None:
             if witness is not None:
                 raise DeclarationError(
                     f"{p.name}: {a.trigger!r} from {s!r} is ambiguous: {_label(a)} and {_label(b)} "
-                    f"are both enabled when {witness}; make the guards exclusive or set priority=")
+                    f"are both enabled when {witness}; make the guards exclusive")
 
 
 def _label(t: Transition) -> str:

@@ -173,8 +173,8 @@ def machine_data(p: Protocol) -> dict[str, Any]:
             "id": f"t{i}", "trigger": t.trigger, "source": list(t.source), "dest": t.dest,
             "meaning": t.meaning, "rules": list(t.rules), "guards": _guards(t.guards),
             "guard_text": t.guard_text, "effect": t.effect.text, "actor": t.actor,
-            "kind": _diagrams.kind(t), "params": _params(t.params), "sync": t.sync,
-            "priority": t.priority, "refusable": t.trigger in p.refusable})
+            "kind": _diagrams.kind(t), "params": _params(t.params),
+            "refusable": t.trigger in p.refusable})
     states = list(p.state_names)
     triggers = list(p.triggers())
     props = [{"name": i.name, "kind": "invariant", "text": i.text, "rules": list(i.rules),

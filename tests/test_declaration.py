@@ -97,7 +97,7 @@ def _n_is(value: int) -> Guard:
 ANY_N = Guard("n_small", V.n <= 1)
 
 
-def test_overlapping_guards_without_priority_are_ambiguous():
+def test_overlapping_guards_of_one_trigger_are_ambiguous():
     states = (State("a", "start"), State("b", "end", terminal=True), State("c", "end", terminal=True))
     transitions = (Transition("go", ("a",), "b", "go", ("Q1",), guards=(_n_is(0),)),
                    Transition("go", ("a",), "c", "go", ("Q1",), guards=(ANY_N,)))
@@ -105,14 +105,11 @@ def test_overlapping_guards_without_priority_are_ambiguous():
         machine(states=states, transitions=transitions)
 
 
-def test_exclusive_guards_or_a_priority_resolve_the_ambiguity():
+def test_exclusive_guards_resolve_the_ambiguity():
     states = (State("a", "start"), State("b", "end", terminal=True), State("c", "end", terminal=True))
     exclusive = (Transition("go", ("a",), "b", "go", ("Q1",), guards=(_n_is(0),)),
                  Transition("go", ("a",), "c", "go", ("Q1",), guards=(_n_is(1),)))
-    machine(states=states, transitions=exclusive)
-    prioritized = (Transition("go", ("a",), "b", "go", ("Q1",), guards=(_n_is(0),), priority=1),
-                   Transition("go", ("a",), "c", "go", ("Q1",), guards=(ANY_N,)))
-    p = machine(states=states, transitions=prioritized)
+    p = machine(states=states, transitions=exclusive)
     assert p.fire(p.initial_config(), "go").after.state == "b"
 
 

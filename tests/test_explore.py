@@ -93,10 +93,13 @@ MUTANTS = [
     # (property, rule, mutant, {(kind, name) reported}, shortest length of the property's run)
     pytest.param(
         "at_most_three_submissions",
-        # resubmit without under_limit (priority keeps the declaration unambiguous); 13 =
+        # resubmit without under_limit (the resubmit that stops at the limit becomes a
+        # trigger of its own, so the declaration stays unambiguous); 13 =
         # 4 (prefix, submission 1) + 3 x (submit_undelivered, lookup_not_found, resubmit).
         # The fourth submission is also outside the declared domain of submissions.
-        mutate(trigger("resubmit", q.SUBMITTING), drop("under_limit", priority=1)),
+        mutate(trigger("resubmit", q.SUBMITTING), drop("under_limit"),
+               base=mutate(trigger("resubmit", q.EXHAUSTED),
+                           lambda t: dataclasses.replace(t, trigger="stop_resubmitting"))),
         {("invariant", "at_most_three_submissions"), ("domain", "submissions")}, 13,
         marks=pytest.mark.rule("Q16"), id="resubmit-ignores-limit"),
     pytest.param(
@@ -202,11 +205,13 @@ MUTANTS = [
         marks=pytest.mark.rule("Q8"), id="retry-clears-cancel"),
     pytest.param(
         "cancel_after_submit_only_requests",
-        # submitting treated as never sent: the local cancel also leaves submitting (priority
-        # over the request-only cancel). prefix, cancel (5); the platform may hold it:
+        # submitting treated as never sent: the local cancel, not the request-only one, leaves
+        # submitting. prefix, cancel (5); the platform may hold it:
         # prefix, crash_after_platform_stored, cancel (6); or have finished it (7).
         mutate(trigger("cancel", q.CANCELLED),
-               lambda t: dataclasses.replace(t, source=(*t.source, q.SUBMITTING), priority=1)),
+               lambda t: dataclasses.replace(t, source=(*t.source, q.SUBMITTING)),
+               base=mutate(trigger("cancel", None), lambda t: dataclasses.replace(
+                   t, source=tuple(s for s in t.source if s != q.SUBMITTING)))),
         {("step_property", "cancel_after_submit_only_requests"),
          ("invariant", "cancelled_needs_evidence"), ("invariant", "success_stands")}, 5,
         marks=pytest.mark.rule("Q21"), id="cancel-while-submitting"),

@@ -272,7 +272,7 @@
         el("dt", {}, "guard"), el("dd", {}, t.guard_text !== undefined && t.guard_text !== "" ? el("div", {class: "guard-text"}, t.guard_text) : null, guardList),
         el("dt", {}, "effect"), el("dd", {}, t.effect),
         params ? [el("dt", {}, "params"), el("dd", {}, params)] : null,
-        el("dt", {}, "actor"), el("dd", {}, t.actor + (t.sync ? ", every instance at once" : "") + (t.refusable ? ", refusable" : "")),
+        el("dt", {}, "actor"), el("dd", {}, t.actor + (t.refusable ? ", refusable" : "")),
         el("dt", {}, "rules"), el("dd", {}, ruleLinks(t.rules))));
   }
   function propertyCard(p) {
