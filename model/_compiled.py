@@ -280,15 +280,17 @@ def compile_explorer(p: Protocol) -> CompiledExplorer:
     consts: list[Any] = []
     labels: list[tuple[Transition, Params]] = []
     label_states: list[str] = []
-    lines = ["def _make(get, new, dests, lids, broken, bsteps):"]
+    lines = ["def _make(get, new, dests, lids, broken, bsteps):",
+             "    more_dests, more_lids = dests.__self__.extend, lids.__self__.extend"]
     names: dict[str, str] = {}
     emit = _emit_interned(p.step_properties)
     for k, (state, plan) in enumerate(p._plan.items()):
         names[state] = f"_x_{k}"
-        lines += [f"    def _x_{k}(key, cid):", f"        {unpack} = key"]
-        lines += _checks(p, state, index, consts)
+        body = [f"    def _x_{k}(key, cid):", f"        {unpack} = key"]
+        body += _checks(p, state, index, consts)
         for params, fitting in plan:
-            lines += _plan_entry(state, params, fitting, index, consts, labels, emit, 2)
+            body += _plan_entry(state, params, fitting, index, consts, labels, emit, 2)
+        lines += _batch_self_loops(_merge_equal_ifs(body))
         label_states += [state] * (len(labels) - len(label_states))
         lines += ["        return", ""]
     lines += ["    return (" + "".join(f"{f}, " for f in names.values()) + ")", ""]
@@ -341,6 +343,9 @@ def _emit_list(props: Sequence[StepProperty]) -> Emit:
 def _emit_interned(props: Sequence[StepProperty]) -> Emit:
     def emit(ctx: _Ctx, label: int, dest: str) -> list[str]:
         if dest == ctx.before and not ctx.written:  # a self-loop: no lookup
+            checks = _step_props(props, ctx)
+            if len(checks) == 1:
+                return [f"{_SELF} {label}"]  # batched with its neighbours
             body = ["dests(cid)", f"lids({label})"]
         else:
             body = [f"n = {_after_tuple(ctx, _lit(dest, ctx))}", "d = get(n)",
@@ -350,6 +355,60 @@ def _emit_interned(props: Sequence[StepProperty]) -> Emit:
             body += [*checks, "if bad: bsteps(cid, bad)"]
         return body
     return emit
+
+
+_SELF = "#self"  # a self-loop that writes nothing, breaks nothing: one label, recorded in a batch
+
+
+def _merge_equal_ifs(lines: list[str]) -> list[str]:
+    """``if c: A`` directly followed by ``if c: B`` (the same text, at the same depth) is
+    ``if c: A; B``: the two plan entries are independent, the test reads only the values
+    before the step, and an ``elif`` after B still runs exactly when c does not hold."""
+    out: list[str] = []
+    last_if: dict[int, int] = {}  # depth -> index in out of the last "if" line at that depth
+    for line in lines:
+        depth = len(line) - len(line.lstrip())
+        for d in [d for d in last_if if d > depth]:
+            del last_if[d]
+        if line.lstrip().startswith("if ") and line.endswith(":"):
+            i = last_if.get(depth)
+            if i is not None and out[i] == line and _block_ends(out, i, depth):
+                continue  # the previous block at this depth was exactly this test: extend it
+            last_if[depth] = len(out)
+        elif line.strip():
+            last_if.pop(depth, None)
+        out.append(line)
+    return out
+
+
+def _block_ends(out: list[str], i: int, depth: int) -> bool:
+    """Every line after ``out[i]`` is inside its block (deeper than ``depth``)."""
+    return all(len(x) - len(x.lstrip()) > depth for x in out[i + 1:] if x.strip())
+
+
+def _batch_self_loops(lines: list[str]) -> list[str]:
+    """Runs of self-loop markers become two array extends (one for a lone marker: appends)."""
+    out: list[str] = []
+    run: list[int] = []
+    pad = ""
+    for line in [*lines, ""]:
+        body = line.lstrip()
+        if body.startswith(_SELF) and (not run or line[:len(line) - len(body)] == pad):
+            pad = line[:len(line) - len(body)]
+            run.append(int(body.split()[1]))
+            continue
+        if len(run) == 1:
+            out += [f"{pad}dests(cid)", f"{pad}lids({run[0]})"]
+        elif run:
+            out += [f"{pad}more_dests((cid,) * {len(run)})",
+                    f"{pad}more_lids(({', '.join(map(str, run))}))"]
+        run = []
+        if body.startswith(_SELF):
+            pad = line[:len(line) - len(body)]
+            run.append(int(body.split()[1]))
+        elif line:
+            out.append(line)
+    return out
 
 
 def _plan_entry(state: str, params: Params, fitting: Sequence[Transition],
