@@ -618,11 +618,16 @@ def test_the_generated_successor_function_is_the_guard_by_guard_one(name: str) -
     from settled.model import MACHINES
 
     p = MACHINES[name]
-    configs = explore(p)._space.local.configs
-    assert configs
-    for c in configs:
+    local = explore(p)._space.local
+    configs = local.configs
+    assert configs and local.expanded == len(configs)
+    for cid, c in enumerate(configs):
         generated = [(id(s.transition), dict(s.params), s.after) for s in p.enabled(c)]
         by_guards = [(id(s.transition), dict(s.params), s.after) for s in p.enabled_by_guards(c)]
         assert generated == by_guards, c
+        # the explorer's own expansion functions record the same steps, in the same order
+        recorded = [(id(local.labels[k][0]), dict(local.labels[k][1]), configs[local.label_dest[k]])
+                    for k in local.labels_from(cid)]
+        assert recorded == by_guards, c
         assert p.compiled().broken_invariants(c.state, c.values) == tuple(
             i for i, inv in enumerate(p.invariants) if not inv.fn(c.state, p.view(c)))
