@@ -222,7 +222,7 @@ class CompiledMachine:
 # The explorer's sinks, given once to ``CompiledExplorer.make``: ``get(key)`` the id of a known
 # configuration key (``(state, *values)``) or None; ``new(key, cid)`` a new one's id, reached
 # from ``cid``; ``dests(id)`` and ``lids(label)`` record one step; ``broken(cid, invariants,
-# domains)`` what a configuration breaks; ``bsteps(cid, props)`` what its last step breaks.
+# domains)`` what a configuration breaks; ``bsteps(cid, props, run=1)`` what its last ``run`` steps break.
 Expand = Callable[[tuple[Any, ...], int], None]
 
 
@@ -342,22 +342,20 @@ def _emit_list(props: Sequence[StepProperty]) -> Emit:
 
 def _emit_interned(props: Sequence[StepProperty]) -> Emit:
     def emit(ctx: _Ctx, label: int, dest: str) -> list[str]:
-        if dest == ctx.before and not ctx.written:  # a self-loop: no lookup
-            checks = _step_props(props, ctx)
-            if len(checks) == 1:
-                return [f"{_SELF} {label}"]  # batched with its neighbours
-            body = ["dests(cid)", f"lids({label})"]
-        else:
-            body = [f"n = {_after_tuple(ctx, _lit(dest, ctx))}", "d = get(n)",
-                    "if d is None: d = new(n, cid)", "dests(d)", f"lids({label})"]
         checks = _step_props(props, ctx)
+        if dest == ctx.before and not ctx.written:  # a self-loop: no lookup, batched
+            return [f"{_SELF} {label} " + _SEP.join(checks[1:])]
+        body = [f"n = {_after_tuple(ctx, _lit(dest, ctx))}", "d = get(n)",
+                "if d is None: d = new(n, cid)", "dests(d)", f"lids({label})"]
         if len(checks) > 1:
             body += [*checks, "if bad: bsteps(cid, bad)"]
         return body
     return emit
 
 
-_SELF = "#self"  # a self-loop that writes nothing, breaks nothing: one label, recorded in a batch
+# A self-loop that writes nothing: "#self <label> <its step-property checks>", recorded in a
+# batch with its neighbours that check the same (a self-loop reads only the values before it).
+_SELF, _SEP = "#self", "\x1f"
 
 
 def _merge_equal_ifs(lines: list[str]) -> list[str]:
@@ -387,28 +385,40 @@ def _block_ends(out: list[str], i: int, depth: int) -> bool:
 
 
 def _batch_self_loops(lines: list[str]) -> list[str]:
-    """Runs of self-loop markers become two array extends (one for a lone marker: appends)."""
+    """Runs of self-loop markers with the same checks, at one depth, become two array
+    extends (appends for one) and the checks once, which blame every label of the run."""
     out: list[str] = []
     run: list[int] = []
-    pad = ""
+    key = ("", "")  # (pad, checks) of the run
     for line in [*lines, ""]:
         body = line.lstrip()
-        if body.startswith(_SELF) and (not run or line[:len(line) - len(body)] == pad):
-            pad = line[:len(line) - len(body)]
-            run.append(int(body.split()[1]))
-            continue
-        if len(run) == 1:
-            out += [f"{pad}dests(cid)", f"{pad}lids({run[0]})"]
-        elif run:
-            out += [f"{pad}more_dests((cid,) * {len(run)})",
-                    f"{pad}more_lids(({', '.join(map(str, run))}))"]
+        marker = body.startswith(_SELF)
+        if marker:
+            _tag, label, checks = body.split(" ", 2)
+            here = (line[:len(line) - len(body)], checks)
+            if not run or here == key:
+                key = here
+                run.append(int(label))
+                continue
+        out += _self_loops(run, *key)
         run = []
-        if body.startswith(_SELF):
-            pad = line[:len(line) - len(body)]
-            run.append(int(body.split()[1]))
+        if marker:
+            key, run = here, [int(label)]
         elif line:
             out.append(line)
     return out
+
+
+def _self_loops(run: list[int], pad: str, checks: str) -> list[str]:
+    if not run:
+        return []
+    if len(run) == 1:
+        lines = ["dests(cid)", f"lids({run[0]})"]
+    else:
+        lines = [f"more_dests((cid,) * {len(run)})", f"more_lids(({', '.join(map(str, run))}))"]
+    if checks:
+        lines += ["bad = ()", *checks.split(_SEP), f"if bad: bsteps(cid, bad, {len(run)})"]
+    return [pad + line for line in lines]
 
 
 def _plan_entry(state: str, params: Params, fitting: Sequence[Transition],

@@ -121,8 +121,10 @@ class _Local:
 
         bad_steps = self.bad_steps
 
-        def bsteps(cid: int, props: tuple[int, ...]) -> None:
-            bad_steps.setdefault(cid, []).append((len(dest) - 1, props))
+        def bsteps(cid: int, props: tuple[int, ...], run: int = 1) -> None:
+            """The last ``run`` labels recorded break ``props``."""
+            end = len(dest)
+            bad_steps.setdefault(cid, []).extend((k, props) for k in range(end - run, end))
 
         expand = gen.make(ids.get, new, dest.append, self.label_lid.append, self._broken,
                           bsteps)
