@@ -124,7 +124,7 @@ def test_explore_engine_spin_exits_3_when_spin_left_a_property_unchecked(monkeyp
     from typer.testing import CliRunner
 
     from settled import _cmd_explore
-    from settled.conformance._explore import _promela
+    from settled.conformance._explore import _spin_ltl
 
     app = typer.Typer()
 
@@ -133,8 +133,8 @@ def test_explore_engine_spin_exits_3_when_spin_left_a_property_unchecked(monkeyp
         """settled (only the explore command)."""
 
     _cmd_explore.register(app)
-    real = _promela.run_ltl
-    monkeypatch.setattr(_promela, "run_ltl", lambda m, live, prop: real(m, live, prop, depth=5))
+    real = _spin_ltl.run_ltl
+    monkeypatch.setattr(_spin_ltl, "run_ltl", lambda m, live, prop: real(m, live, prop, depth=5))
     done = CliRunner().invoke(app, ["explore", "ledger", "--engine", "spin"])
     assert done.exit_code == 3, done.output
     assert "NOT CHECKED" in done.output and "depth" in done.output

@@ -159,6 +159,8 @@ class _Model:
         self.codes: dict[tuple[str, int], int] = {}
         self.steps: list[SystemTraceStep] = []
         self.options: list[str] = []
+        self.conditions: list[str] = []  # option K's enabling condition
+        self.steps_of: list[tuple[tuple[str, str, Params], ...]] = []  # its fairness keys
         sv = _Ctx(None)
         self.bound = {b.param: self.r.expr(b.expr, sv) for b in system.bind}
 
@@ -254,11 +256,18 @@ class _Model:
         any_ = self.r._not(self.r._and([self.r._not(a) for a in alts]))
         return self.of(i, any_)
 
-    def option(self, step: SystemTraceStep, cond: tuple[str, Any], body: list[str]) -> None:
+    def option(self, step: SystemTraceStep, cond: tuple[str, Any], body: list[str],
+               keys: Sequence[tuple[str, str, Params]]) -> None:
         if cond[1] is not UNKNOWN and not cond[1]:
             return
         k = len(self.steps)
         self.steps.append(step)
+        self.conditions.append(self.src(cond))
+        unique: list[tuple[str, str, Params]] = []
+        for key in keys:  # parameters are mappings: compared, not hashed
+            if key not in unique:
+                unique.append(key)
+        self.steps_of.append(tuple(unique))
         lines = [f"  :: d_step {{ /* {k}: {step.text()} */",
                  f"     {self.src(cond)} ->", f'       printf("@L {k}\\n");']
         lines += [f"       {b}" for b in body]
@@ -296,7 +305,8 @@ class _Model:
                                 lab.t.trigger, _NoRef).effect.updates]
                 body = comp + self.commit(lab, i) + ref_commit + self.reset(scratch)
                 step = SystemTraceStep(f"q{i}", lab.t.trigger, tuple(sorted(lab.params.items())))
-                self.option(step, self.r._and(cond), body)
+                self.option(step, self.r._and(cond), body,
+                            [(lab.t.actor, lab.t.trigger, lab.params)])
 
     def sync_steps(self) -> None:
         s = self.s
@@ -359,8 +369,11 @@ class _Model:
         body = comp + ref_comp + commit + ref_commit + self.reset(scratch)
         movers_named = [i for i, c in enumerate(combo) if c is not None]
         who = f"q{movers_named[0]}" if per_instance and len(movers_named) == 1 else "all"
+        # the first mover's step decides the fairness groups (our explorer's edge mask)
+        first = combo[movers_named[0]]
         self.option(SystemTraceStep(who, trigger, tuple(sorted(params.items()))),
-                    r._and(cond), body)
+                    r._and(cond), body,
+                    [(lab.t.actor, trigger, lab.params) for lab in labs if lab.params == first])
 
     def own_steps(self) -> None:
         for t in self.s.transitions:
@@ -372,7 +385,7 @@ class _Model:
                 body = comp + [f"v_{n} = n_{n};" for n in t.effect.updates] + self.reset(
                     [(n, None) for n in t.effect.updates])
                 self.option(SystemTraceStep("system", t.trigger, tuple(sorted(p.items()))),
-                            cond, body)
+                            cond, body, [(t.actor, t.trigger, p)])
 
     def state_checks(self) -> list[str]:
         s, r = self.s, self.r
@@ -462,7 +475,8 @@ def render_system(system: System) -> PromelaModel:
               '       printf("@T\\n");', *(f"       {d}" for d in deadlock), "     }",
               "  od", "}", ""]
     return PromelaModel(m, "\n".join(lines), tuple(md.steps), tuple(md.checks),
-                        dict(r.codes), name=system.name)
+                        dict(r.codes), tuple(md.conditions), name=system.name,
+                        steps_of=tuple(md.steps_of))
 
 
 # SPIN's findings in our words and the comparison live in ``_promela_system_findings``.
