@@ -7,7 +7,9 @@ A system is named as ``settled explore`` names it: the model's name with ``--que
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -71,12 +73,45 @@ def export_system(system: System, out: Path | None, as_json: bool) -> None:
                   f"{len(rendered.checks)} checks)")
 
 
-def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: int = 1,
-                        bitstate: bool = False) -> None:
-    """Both engines on one system: our search without symmetry reduction (so its count is
-    SPIN's) and SPIN's, side by side. Exit 1 on a finding or a disagreement; 3 when SPIN is
-    missing or fails, or leaves a search or a property unchecked (the progress properties of
-    a system are checked by our explorer only, and said so)."""
+@dataclass
+class _Both:
+    """Both engines' results on one system."""
+
+    system: System
+    ours: Any  # SystemResult, explored without symmetry
+    spin: Any  # SpinResult of the safety search
+    found: list[Any]  # SPIN's safety findings in our words
+    agreement: Any  # the counts and safety findings side by side
+    progress: list[Any]  # SystemProgress: each progress property, ours beside SPIN's
+    compared: bool  # the counts and findings are comparable (see explore_system_spin)
+    bitstate: bool
+    cores: int
+
+    @property
+    def ours_only(self) -> list[Any]:
+        """The checks SPIN has no counterpart for (traps, unreached states, unfired
+        transitions), made by our explorer in this run."""
+        from settled.conformance._explore._promela_system_findings import SAFETY
+
+        return [f for f in self.ours.findings if f.kind not in SAFETY]
+
+    @property
+    def code(self) -> int:
+        """1 on a finding, a violated property or a disagreement; 3 when something was
+        left unchecked; else 0."""
+        failed = (self.found or self.ours_only or (self.compared and not self.agreement.agree)
+                  or any(p.ours == "violated" or (p.checked and not p.agree)
+                         for p in self.progress))
+        unchecked = (not self.spin.complete or not self.compared
+                     or any(not p.checked for p in self.progress))
+        return 1 if failed else (INCOMPLETE if unchecked else 0)
+
+
+def _run_both(system: System, cores: int, bitstate: bool) -> _Both:
+    """Our search without symmetry (so its count is SPIN's) and its fair-cycle check; pan's
+    safety search (``cores``, ``bitstate``) and one exhaustive single-core acceptance-cycle
+    search per progress property. SPIN missing or failing, or a declaration the renderer
+    cannot write, is a one-line error (exit 3)."""
     from settled.conformance._explore._promela import (
         ExportError,
         SpinFailed,
@@ -84,7 +119,12 @@ def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: 
         run_spin,
         tools,
     )
-    from settled.conformance._explore._promela_system import compare_system, render_system, system_findings
+    from settled.conformance._explore._promela_system import (
+        compare_system,
+        render_system,
+        system_findings,
+    )
+    from settled.conformance._explore._spin_system_ltl import compare_system_progress
     from settled.conformance._explore._system import explore_system
     from settled.conformance._liveness import check_system, system_classifier
     from settled.model.progress import liveness_of
@@ -98,73 +138,115 @@ def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: 
         live = check_system(ours, declared)
         spin = run_spin(rendered, cores=cores, bitstate=bitstate)
         found = system_findings(system, rendered, spin)
+        progress = compare_system_progress(rendered, system, live, declared)
     except (SpinUnavailable, SpinFailed, ExportError) as e:
         err.print(f"settled explore --engine spin: {e}")
         raise typer.Exit(3) from None
-    agreement = compare_system(ours, spin)
     # else the counts cannot be set side by side: SPIN's stand alone (a bitstate search's
     # are lower bounds; a multi-core one's trails are not the shortest)
     compared = ours.complete and not bitstate and cores == 1
-    safety = {"invariant", "system_invariant", "step_property", "domain", "deadlock"}
-    ours_only = [f for f in ours.findings if f.kind not in safety]
+    return _Both(system, ours, spin, found, compare_system(ours, spin), progress, compared,
+                 bitstate, cores)
+
+
+def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: int = 1,
+                        bitstate: bool = False) -> None:
+    """Both engines on one system, side by side: the safety checks (states, steps and
+    findings) and every progress property under the declared fairness (LTL, pan -a), SPIN's
+    verdict beside ours. Exit 1 on a finding, a violated property or a disagreement; 3 when
+    SPIN is missing or fails, or leaves a search or a property unchecked (a bitstate or
+    multi-core safety search is not compared, and says so)."""
+    both = _run_both(system, cores, bitstate)
     if itf is not None:
-        itf.mkdir(exist_ok=True)
-        for f in found:
-            if f.counterexample is not None:
-                meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules),
-                        "engine": "spin"}
-                write_itf(itf / f"spin-{f.file_name}", f.counterexample.to_itf(meta))
-    progress = [{"name": name, "ours": verdict, "spin": "not_checked",
-                 "why": "progress properties of systems are not rendered as LTL yet"}
-                for name, verdict in _verdicts(live)]
-    failed = bool(found or ours_only or live.violated or (compared and not agreement.agree))
-    unchecked = not spin.complete or not compared or bool(progress)
-    code = 1 if failed else (INCOMPLETE if unchecked else 0)
+        _write_itf(itf, both)
     if as_json:
-        emit({"model": system.name, "system": True, "instances": system.instances,
-              "meaning": system.meaning, "engine": "spin", **agreement.to_json(),
-              "compared": compared,
-              "spin_seconds": spin.seconds, "spin_compile_seconds": spin.compile_seconds,
-              "our_seconds": round(ours.seconds, 3), "spin_memory_mb": spin.memory_mb,
-              "spin_complete": spin.complete, "findings": [f.to_json() for f in found],
-              "ours_only": [{"kind": f.kind, "name": f.name, "text": f.text} for f in ours_only],
-              "progress": progress}, code)
-        raise typer.Exit(code)
+        _emit_json(both)
+    _print_text(both)
+    raise typer.Exit(both.code)
+
+
+def _write_itf(itf: Path, both: _Both) -> None:
+    itf.mkdir(exist_ok=True)
+    for f in both.found:
+        if f.counterexample is not None:
+            meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules), "engine": "spin"}
+            write_itf(itf / f"spin-{f.file_name}", f.counterexample.to_itf(meta))
+    for p in both.progress:
+        if p.lasso is not None:
+            write_itf(itf / f"spin-liveness-{p.name}.itf.json", p.lasso.to_itf())
+
+
+def _search(both: _Both) -> dict[str, Any]:
+    """What the safety search was, and what it left unchecked, in words."""
+    spin = both.spin
+    doc: dict[str, Any] = {"cores": spin.cores, "bitstate": spin.bitstate,
+                           "counts_are_lower_bounds": spin.bitstate,
+                           "progress_search": "exhaustive, one core (pan -a), every property"}
+    if not both.compared:
+        doc["not_compared"] = (
+            "a bitstate or multi-core SPIN search: its counts and findings are SPIN's alone "
+            "(a bitstate count is a lower bound, a multi-core trail not the shortest); the "
+            "progress properties are still an exhaustive single-core search each"
+            if both.ours.complete else
+            f"our search without symmetry stopped at {OURS_UNREDUCED_CAP:,} configurations: "
+            "the counts are SPIN's alone and our progress verdicts are not_checked")
+    return doc
+
+
+def _emit_json(both: _Both) -> None:
+    s, spin, ours = both.system, both.spin, both.ours
+    emit({"model": s.name, "system": True, "instances": s.instances, "meaning": s.meaning,
+          "engine": "spin", **both.agreement.to_json(), "compared": both.compared,
+          "spin_seconds": spin.seconds, "spin_compile_seconds": spin.compile_seconds,
+          "our_seconds": round(ours.seconds, 3), "spin_memory_mb": spin.memory_mb,
+          "spin_complete": spin.complete, "spin_search": _search(both),
+          "findings": [f.to_json() for f in both.found],
+          "ours_only": [{"kind": f.kind, "name": f.name, "text": f.text}
+                        for f in both.ours_only],
+          "progress": [p.to_json() for p in both.progress]}, both.code)
+    raise typer.Exit(both.code)
+
+
+def _print_text(both: _Both) -> None:
     out = Console(highlight=False, soft_wrap=True, markup=False)
-    out.print(f"{system.name} ({system.meaning}), without symmetry reduction:")
+    s, ours, spin, agreement = both.system, both.ours, both.spin, both.agreement
+    out.print(f"{s.name} ({s.meaning}), without symmetry reduction:")
     out.print(f"  {'':14}{'ours':>12}{'SPIN':>12}")
     for key in ("states", "steps"):
-        mine = f"{agreement.ours[key]:,}" if compared else "-"
+        mine = f"{agreement.ours[key]:,}" if both.compared else "-"
         out.print(f"  {key:14}{mine:>12}{agreement.spin[key]:>12,}")
-    if not compared:
-        out.print("NOT COMPARED: " + ("a bitstate or multi-core SPIN search" if ours.complete
-                                      else f"our search without symmetry stopped at "
-                                           f"{OURS_UNREDUCED_CAP:,} configurations")
-                  + "; the counts and findings above are SPIN's alone")
+    if not both.compared:
+        out.print("NOT COMPARED: " + _search(both)["not_compared"])
     out.print(f"  {'seconds':14}{ours.seconds:>12.3f}{spin.seconds:>12.3f}  (SPIN: pan's run; "
               f"generating and compiling pan.c took {spin.compile_seconds:.1f}s more; "
               f"{spin.memory_mb:,.0f} MB)")
-    for f in found:
+    for f in both.found:
         out.print(f"SPIN: {f.kind} {f.name} ({', '.join(f.rules) or '-'}): {f.text}")
         if f.counterexample is not None:
             out.print(f.counterexample.steps_text())
-    for line in agreement.disagreements if compared else []:
+    for line in agreement.disagreements if both.compared else []:
         out.print(f"DISAGREE {line}")
     if not spin.complete:
         out.print("INCOMPLETE: pan did not finish the search")
-    if compared:
+    if both.compared:
         out.print("the engines agree: same states, steps and findings" if agreement.agree
                   else "the engines DISAGREE")
-    for p in progress:
-        out.print(f"progress {p['name']}: ours {p['ours']}, SPIN NOT CHECKED ({p['why']})")
-    for f in ours_only:
+    _print_progress(out, both)
+    for f in both.ours_only:
         out.print(f"ours only: {f.kind} {f.name}: {f.text}")
     out.print(f"checked by our explorer alone (SPIN has no such check): traps, unreached states "
-              f"and unfired transitions, {len(ours_only)} found")
-    raise typer.Exit(code)
+              f"and unfired transitions, {len(both.ours_only)} found")
 
 
-def _verdicts(live: object) -> list[tuple[str, str]]:
-    data = live.to_json()  # type: ignore[attr-defined]
-    props = data.get("properties", []) if isinstance(data, dict) else []
-    return [(str(p.get("name")), str(p.get("verdict"))) for p in props]
+def _print_progress(out: Console, both: _Both) -> None:
+    if both.cores != 1 or both.bitstate:
+        out.print("--cores and --bitstate set the safety search only: each progress property "
+                  "below is an exhaustive single-core search (pan -a)")
+    for p in both.progress:
+        verdict = "agree" if p.agree else "NOT CHECKED" if not p.checked else "DISAGREE"
+        why = f" ({p.spin.why})" if p.spin.why else ""
+        out.print(f"progress {p.name}: ours {p.ours}, SPIN {p.spin.verdict} in "
+                  f"{p.spin.seconds:.2f}s ({p.spin.states:,} states): {verdict}{why}")
+        if p.lasso is not None:
+            out.print("SPIN's lasso, replayed through the system:")
+            out.print(p.lasso.steps_text())

@@ -79,8 +79,6 @@ def test_the_room_check_sees_a_generic_room_reaching_the_bundled_one() -> None:
 
 # Rooms a reader can hold in mind: no module over about 500 lines, but these, each with why.
 OVER_500 = {
-    "conformance/_explore/_promela.py": "the Promela renderer and SPIN runner; to split by "
-                                        "rendering, running and LTL",
     "conformance/_explore/_system.py": "the system explorer's compiled space and its search",
     "conformance/_bundled/_query_adapter.py": "the query runtime's adapter",
     "conformance/mutants/query.py": "the query catalogue: one class a mutant, each the shipped "

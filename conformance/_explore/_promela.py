@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from settled.model import Params, Protocol, Transition
+from settled.model import Params, Protocol
 from settled.model import expr as x
 
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
@@ -180,92 +180,109 @@ class _Render:
             return "", e.value
         if isinstance(e, x.Var):
             return self._var(e.space, e.name, ctx)
-        if isinstance(e, x.Compare):
-            op, left, right = e.args
-            if self._is_tuple(left, ctx) or self._is_tuple(right, ctx):
-                if op not in ("==", "!="):
-                    raise ExportError(f"`{e.text()}`: tuples are only compared with == or !=")
-                n = self._tuple_width(left, ctx) or self._tuple_width(right, ctx) or 0
-                parts = [self.expr(x.Compare("==", x.Index(left, x.Const(k)),
-                                             x.Index(right, x.Const(k))), ctx) for k in range(n)]
-                both = self._and([p for p in parts])
-                if op == "!=":
-                    return self._not(both)
-                return both
-            (ls, lv), (rs, rv) = self.expr(left, ctx), self.expr(right, ctx)
-            if lv is not UNKNOWN and rv is not UNKNOWN:
-                return "", _CMP[op](lv, rv)
-            if ls == rs:
-                return "", op in ("==", "<=", ">=")
-            return f"({ls} {op} {rs})", UNKNOWN
-        if isinstance(e, x.Arith):
-            op, left, right = e.args
-            (ls, lv), (rs, rv) = self.expr(left, ctx), self.expr(right, ctx)
-            if lv is not UNKNOWN and rv is not UNKNOWN:
-                return "", lv + rv if op == "+" else lv - rv
-            return f"({ls} {op} {rs})", UNKNOWN
-        if isinstance(e, x.And | x.Or):
-            stop = isinstance(e, x.Or)  # the value that decides the whole (left to right)
-            parts = []
-            for a in e.args:
-                s, v = self.expr(a, ctx)
-                if v is not UNKNOWN and bool(v) is stop:
-                    return "", stop
-                parts.append((s, v))
-            if not stop:
-                return self._and(parts)
-            srcs = [s for s, v in parts if v is UNKNOWN]
-            return ("", False) if not srcs else ("(" + " || ".join(srcs) + ")", UNKNOWN)
         if isinstance(e, x.Not):
             return self._not(self.expr(e.args[0], ctx))
-        if isinstance(e, x.IsIn):
-            s, v = self.expr(e.args[0], ctx)
-            members = e.args[1]
-            if v is not UNKNOWN:
-                return "", v in members
-            return "(" + " || ".join(f"{s} == {self.lit(m)}" for m in members) + ")", UNKNOWN
-        if isinstance(e, x.Index):
-            t, i = e.args
-            _, iv = self.expr(i, ctx)
-            if isinstance(t, x.Const):
-                if iv is not UNKNOWN:
-                    return "", t.value[iv]
-                raise ExportError(f"`{e.text()}`: a constant tuple indexed by a variable")
-            if iv is UNKNOWN:
-                raise ExportError(f"`{e.text()}`: an index the renderer cannot fold (only "
-                                  "parameters and constants index a tuple in Promela here)")
-            return self._element(t, iv, ctx)
-        if isinstance(e, x.Min | x.Max):
-            parts = [self.expr(a, ctx) for a in e.args]
-            if all(v is not UNKNOWN for _, v in parts):
-                return "", (min if isinstance(e, x.Min) else max)(v for _, v in parts)
-            op = "<" if isinstance(e, x.Min) else ">"
-            acc = parts[0][0]
-            for s, _ in parts[1:]:
-                acc = f"(({acc}) {op} ({s}) -> ({acc}) : ({s}))"
-            return acc, UNKNOWN
-        if isinstance(e, x.IfElse):
-            cs, cv = self.expr(e.args[0], ctx)
-            if cv is not UNKNOWN:
-                return self._expr(e.args[1] if cv else e.args[2], ctx)
-            (a_s, _), (b_s, _) = self.expr(e.args[1], ctx), self.expr(e.args[2], ctx)
-            return f"({cs} -> {a_s} : {b_s})", UNKNOWN
-        if isinstance(e, x.Unchanged):
-            names = e.args or tuple(self.kinds)
-            if not e.args and ctx.before != ctx.after:
-                return "", False
-            checks = []
-            for n in names:
-                if n not in ctx.written:
-                    continue
-                if self.kinds[n] == "tuple":
-                    checks += [f"n_{n}[{k}] == v_{n}[{k}]" for k in range(self.width[n])]
-                else:
-                    checks.append(f"n_{n} == v_{n}")
-            return ("", True) if not checks else ("(" + " && ".join(checks) + ")", UNKNOWN)
+        for kind, render in self._RULES:
+            if isinstance(e, kind):
+                return render(self, e, ctx)
         if isinstance(e, x.Update):
             raise ExportError(f"`{e.text()}`: a tuple where a single value is expected")
         raise ExportError(f"no Promela for {type(e).__name__} (`{e.text()}`)")
+
+    def _compare(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        op, left, right = e.args
+        if self._is_tuple(left, ctx) or self._is_tuple(right, ctx):
+            if op not in ("==", "!="):
+                raise ExportError(f"`{e.text()}`: tuples are only compared with == or !=")
+            n = self._tuple_width(left, ctx) or self._tuple_width(right, ctx) or 0
+            parts = [self.expr(x.Compare("==", x.Index(left, x.Const(k)),
+                                         x.Index(right, x.Const(k))), ctx) for k in range(n)]
+            both = self._and([p for p in parts])
+            if op == "!=":
+                return self._not(both)
+            return both
+        (ls, lv), (rs, rv) = self.expr(left, ctx), self.expr(right, ctx)
+        if lv is not UNKNOWN and rv is not UNKNOWN:
+            return "", _CMP[op](lv, rv)
+        if ls == rs:
+            return "", op in ("==", "<=", ">=")
+        return f"({ls} {op} {rs})", UNKNOWN
+
+    def _arith(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        op, left, right = e.args
+        (ls, lv), (rs, rv) = self.expr(left, ctx), self.expr(right, ctx)
+        if lv is not UNKNOWN and rv is not UNKNOWN:
+            return "", lv + rv if op == "+" else lv - rv
+        return f"({ls} {op} {rs})", UNKNOWN
+
+    def _and_or(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        stop = isinstance(e, x.Or)  # the value that decides the whole (left to right)
+        parts = []
+        for a in e.args:
+            s, v = self.expr(a, ctx)
+            if v is not UNKNOWN and bool(v) is stop:
+                return "", stop
+            parts.append((s, v))
+        if not stop:
+            return self._and(parts)
+        srcs = [s for s, v in parts if v is UNKNOWN]
+        return ("", False) if not srcs else ("(" + " || ".join(srcs) + ")", UNKNOWN)
+
+    def _is_in(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        s, v = self.expr(e.args[0], ctx)
+        members = e.args[1]
+        if v is not UNKNOWN:
+            return "", v in members
+        return "(" + " || ".join(f"{s} == {self.lit(m)}" for m in members) + ")", UNKNOWN
+
+    def _index(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        t, i = e.args
+        _, iv = self.expr(i, ctx)
+        if isinstance(t, x.Const):
+            if iv is not UNKNOWN:
+                return "", t.value[iv]
+            raise ExportError(f"`{e.text()}`: a constant tuple indexed by a variable")
+        if iv is UNKNOWN:
+            raise ExportError(f"`{e.text()}`: an index the renderer cannot fold (only "
+                              "parameters and constants index a tuple in Promela here)")
+        return self._element(t, iv, ctx)
+
+    def _min_max(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        parts = [self.expr(a, ctx) for a in e.args]
+        if all(v is not UNKNOWN for _, v in parts):
+            return "", (min if isinstance(e, x.Min) else max)(v for _, v in parts)
+        op = "<" if isinstance(e, x.Min) else ">"
+        acc = parts[0][0]
+        for s, _ in parts[1:]:
+            acc = f"(({acc}) {op} ({s}) -> ({acc}) : ({s}))"
+        return acc, UNKNOWN
+
+    def _if_else(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        cs, cv = self.expr(e.args[0], ctx)
+        if cv is not UNKNOWN:
+            return self._expr(e.args[1] if cv else e.args[2], ctx)
+        (a_s, _), (b_s, _) = self.expr(e.args[1], ctx), self.expr(e.args[2], ctx)
+        return f"({cs} -> {a_s} : {b_s})", UNKNOWN
+
+    def _unchanged(self, e: Any, ctx: _Ctx) -> tuple[str, Any]:
+        names = e.args or tuple(self.kinds)
+        if not e.args and ctx.before != ctx.after:
+            return "", False
+        checks = []
+        for n in names:
+            if n not in ctx.written:
+                continue
+            if self.kinds[n] == "tuple":
+                checks += [f"n_{n}[{k}] == v_{n}[{k}]" for k in range(self.width[n])]
+            else:
+                checks.append(f"n_{n} == v_{n}")
+        return ("", True) if not checks else ("(" + " && ".join(checks) + ")", UNKNOWN)
+
+    # each kind of expression with its rendering (Const, Var and Not are the hot path)
+    _RULES: tuple[tuple[Any, Callable[[Any, Any, _Ctx], tuple[str, Any]]], ...] = (
+        (x.Compare, _compare), (x.Arith, _arith), (x.And | x.Or, _and_or), (x.IsIn, _is_in),
+        (x.Index, _index), (x.Min | x.Max, _min_max), (x.IfElse, _if_else),
+        (x.Unchanged, _unchanged))
 
     def _and(self, parts: Sequence[tuple[str, Any]]) -> tuple[str, Any]:
         if any(v is not UNKNOWN and not v for _, v in parts):
@@ -380,115 +397,10 @@ def _kind(value: Any) -> str:
     raise ExportError(f"no Promela value for {value!r} ({type(value).__name__})")
 
 
-def render_machine(p: Protocol) -> PromelaModel:
-    """``p`` as a Promela model (see the module's docstring)."""
-    r = _Render(p)
-    checks: list[Check] = []
-
-    # the checks on a configuration (after a step, or the initial one), cached by text
-    inv_ctx = _Ctx(None)
-    state_checks: list[tuple[str, str, int, tuple[str, Any]]] = []
-    for i, var in enumerate(p.variables):
-        state_checks.append(("domain", var.name, i, (r.in_domain(var.name), UNKNOWN)))
-    for i, inv in enumerate(p.invariants):
-        state_checks.append(("invariant", inv.name, i, r.expr(inv.expr, inv_ctx)))
-    # one code per property, whichever option checks it
-    codes: dict[tuple[str, int], int] = {}
-
-    def coded(kind: str, name: str, index: int, cond: tuple[str, Any], indent: str) -> list[str]:
-        s, v = cond
-        if v is not UNKNOWN and v:
-            return []
-        k = codes.get((kind, index))
-        if k is None:
-            checks.append(Check(kind, name, index))
-            k = codes[(kind, index)] = len(checks)
-        test = f"!{s}" if v is UNKNOWN else "1"
-        return [f"{indent}if :: {test} -> fail = {k} :: else -> skip fi;",
-                f"{indent}assert(fail != {k}); fail = 0;"]
-
-    ind = "       "
-    after_checks = [line for kind, name, i, cond in state_checks
-                    for line in coded(kind, name, i, cond, ind)]
-    all_in_domain = " && ".join(r.in_domain(v.name) for v in p.variables) or "1"
-    terminal = " || ".join(f"st == {_ident(s)}" for s in sorted(p.terminal_states)) or "0"
-
-    lines = [f"/* {p.name}: {p.meaning} */",
-             "/* generated by `settled export --promela` from the declaration's expressions; "
-             "do not edit */", ""]
-    lines += r.mapping_table()
-    lines += ["", "/* the configuration */", f"byte st = {_ident(p.initial)};  /* the control state */"]
-    for var in p.variables:
-        kind = r.kinds[var.name]
-        if kind == "tuple":
-            init = ", ".join(str(e) for e in var.initial)
-            lines.append(f"short v_{var.name}[{r.width[var.name]}];  /* initially ({init}) */")
-        else:
-            ty = {"bool": "bool", "int": "short", "code": "byte"}[kind]
-            lines.append(f"{ty} v_{var.name} = {r.lit(var.initial)};")
-    lines += ["", "/* scratch (always 0 between steps): the values after a step, the failing "
-              "check */"]
-    for var in p.variables:
-        if r.kinds[var.name] == "tuple":
-            lines.append(f"short n_{var.name}[{r.width[var.name]}];")
-        else:
-            lines.append(f"short n_{var.name};")
-    lines += ["byte fail;", "", "active proctype machine() {", "  d_step {"]
-    for var in p.variables:
-        if r.kinds[var.name] == "tuple":
-            lines += [f"    v_{var.name}[{k}] = {e};" for k, e in enumerate(var.initial) if e]
-    lines += [f"    {line.strip()}" for line in after_checks]
-    lines += ["  };", "  do"]
-    labels: list[tuple[Transition, Params]] = []
-    conditions: list[str] = []
-    for state, plan in p._plan.items():
-        for params, fitting in plan:
-            earlier: list[str] = []
-            for t in fitting:
-                dest = state if t.dest is None else t.dest
-                written = frozenset(t.effect.writes)
-                ctx = _Ctx(params, t.trigger, t.actor, state, dest, written)
-                guard = r._and([r.expr(g.expr, ctx) for g in t.guards])
-                if guard[1] is not UNKNOWN and not guard[1]:
-                    continue
-                conds = [f"st == {_ident(state)}", *earlier]
-                if guard[1] is UNKNOWN:
-                    conds.append(guard[0])
-                label = len(labels)
-                labels.append((t, params))
-                conditions.append(" && ".join(conds))
-                shown = " ".join([t.trigger, *(f"{k}={v}" for k, v in params.items())])
-                lines.append(f"  :: d_step {{ /* {label}: {shown} */")
-                lines.append(f"     {' && '.join(conds)} && {all_in_domain} ->")
-                lines.append(f'       printf("@L {label}\\n");')
-                for name, e in t.effect.updates.items():
-                    lines += [f"       {a}" for a in r.assign(name, x.lift(e), ctx)]
-                for k, sp in enumerate(p.step_properties):
-                    lines += coded("step_property", sp.name, k, r.expr(sp.expr, ctx), ind)
-                if dest != state:
-                    lines.append(f"       st = {_ident(dest)};")
-                for name in t.effect.updates:
-                    if r.kinds[name] == "tuple":
-                        lines += [f"       v_{name}[{k}] = n_{name}[{k}]; n_{name}[{k}] = 0;"
-                                  for k in range(r.width[name])]
-                    else:
-                        lines.append(f"       v_{name} = n_{name}; n_{name} = 0;")
-                if written or dest != state:
-                    lines += after_checks
-                lines.append("     }")
-                if guard[1] is not UNKNOWN:  # always enabled: the rest of the group never fires
-                    break
-                earlier.append(f"!{guard[0]}")
-    lines.append("  :: d_step { timeout ->  /* no step: a deadlock unless settled */")
-    lines.append('       printf("@T\\n");')
-    deadlock = (f"({terminal} || !({all_in_domain}))", UNKNOWN)
-    lines += coded("deadlock", "", 0, deadlock, ind)
-    lines += ["     }", "  od", "}", ""]
-    return PromelaModel(p, "\n".join(lines), tuple(labels), tuple(checks), dict(r.codes),
-                        tuple(conditions), all_in_domain)
-
-# Running SPIN and the LTL of progress properties live in ``_spin_run`` and ``_spin_ltl``;
-# their names stay importable from here.
+# The machine's model text is assembled in ``_promela_machine``; running SPIN and the LTL of
+# progress properties live in ``_spin_run`` and ``_spin_ltl``. Their names stay importable
+# from here.
+from ._promela_machine import render_machine  # noqa: E402
 from ._spin_ltl import (  # noqa: E402
     LTL_HOLDS,
     LTL_NOT_CHECKED,

@@ -159,12 +159,42 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
     machine's ``pan.c`` in about 9 s here, ``-O2`` in about 50 s, for a search of under a
     second either way. spin, cc or pan failing (pan killed by a signal, or ending without
     its report) is :class:`SpinFailed`."""
-    import signal
-    import subprocess
     import tempfile
     import time
-    from pathlib import Path
 
+    _check_search(bitstate, cores, hash_bits)
+    with tempfile.TemporaryDirectory(prefix="settled-spin-") as tmp:
+        pan = _Pan(tmp, optimize, cores, bitstate, memory_mb)
+        base = ["-DNOREDUCE", "-DSAFETY", f"-DMEMLIM={memory_mb}"]
+        if bitstate:
+            base.append("-DBITSTATE")
+        flags = [*base, f"-DNCORE={cores}" if cores > 1 else "-DBFS"]
+        counting = re.sub(r'\n\s*printf\("@L \d+\\n"\);', "", model.text)
+        counting = counting.replace('printf("@T\\n");', _MARK)
+        compile_s = pan.build(counting, flags)
+        # the depth-first stack of a multi-core run takes -m entries of memory (53 MB here)
+        args = ["./pan", "-c0", "-m1000000" if cores > 1 else "-m10000000"]
+        if bitstate:
+            args.append(f"-w{hash_bits}")
+        t0 = time.perf_counter()
+        done = pan.run(args)
+        seconds = time.perf_counter() - t0
+        out = done.stdout + done.stderr
+        if "states, stored" not in out:
+            raise SpinFailed("pan stopped without a report: "
+                             + (out.strip().splitlines() or ["no output"])[-1])
+        first: dict[int, int] = {}
+        for m in _ERROR.finditer(out):
+            first.setdefault(int(m.group(1)), int(m.group(2)))
+        found = [SpinFinding(model.checks[k - 1], d) for k, d in sorted(first.items())]
+        if trails:
+            for f in found:
+                f.steps = pan.trail(model, f, [*base, "-DBFS"], args[3:])
+    return _result(model, out, found, seconds, compile_s, done.stderr, bitstate, cores,
+                   hash_bits)
+
+
+def _check_search(bitstate: bool, cores: int, hash_bits: int) -> None:
     if cores < 1:
         raise ValueError(f"run_spin: cores must be at least 1, got {cores}")
     if bitstate and cores > 1:
@@ -175,87 +205,92 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
                          "its counts bound nothing")
     if bitstate and not 10 <= hash_bits <= 40:
         raise ValueError(f"run_spin: hash_bits {hash_bits} is outside 10..40")
-    spin, cc = tools()
-    with tempfile.TemporaryDirectory(prefix="settled-spin-") as tmp:
-        work = Path(tmp)
 
-        def build(text: str, flags: list[str]) -> float:
-            (work / "model.pml").write_text(text, encoding="utf-8")
-            t0 = time.perf_counter()
-            for cmd in ([spin, "-a", "model.pml"],
-                        [cc, optimize, "-w", "-o", "pan", *flags, "pan.c"]):
-                done = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
-                if done.returncode != 0:
-                    last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
-                    raise SpinFailed(f"{Path(cmd[0]).name} failed: {last[0]}")
-            return time.perf_counter() - t0
 
-        def run(args: list[str]) -> subprocess.CompletedProcess[str]:
-            done = subprocess.run(args, cwd=work, capture_output=True, text=True)
-            if done.returncode < 0:
-                try:
-                    name = signal.Signals(-done.returncode).name
-                except ValueError:
-                    name = f"signal {-done.returncode}"
-                raise SpinFailed(f"pan was killed by {name} "
-                                 f"({'multi-core, ' if cores > 1 else ''}"
-                                 f"{'bitstate, ' if bitstate else ''}{memory_mb} MB limit)")
-            return done
+class _Pan:
+    """spin, cc and pan in one working directory."""
 
-        base = ["-DNOREDUCE", "-DSAFETY", f"-DMEMLIM={memory_mb}"]
-        if bitstate:
-            base.append("-DBITSTATE")
-        flags = [*base, f"-DNCORE={cores}" if cores > 1 else "-DBFS"]
-        counting = re.sub(r'\n\s*printf\("@L \d+\\n"\);', "", model.text)
-        counting = counting.replace('printf("@T\\n");', _MARK)
-        compile_s = build(counting, flags)
-        # the depth-first stack of a multi-core run takes -m entries of memory (53 MB here)
-        args = ["./pan", "-c0", "-m1000000" if cores > 1 else "-m10000000"]
-        if bitstate:
-            args.append(f"-w{hash_bits}")
+    def __init__(self, tmp: str, optimize: str, cores: int, bitstate: bool,
+                 memory_mb: int) -> None:
+        from pathlib import Path
+
+        self.work = Path(tmp)
+        self.spin, self.cc = tools()
+        self.optimize, self.cores, self.bitstate, self.memory_mb = (optimize, cores, bitstate,
+                                                                    memory_mb)
+
+    def build(self, text: str, flags: list[str]) -> float:
+        import subprocess
+        import time
+        from pathlib import Path
+
+        (self.work / "model.pml").write_text(text, encoding="utf-8")
         t0 = time.perf_counter()
-        done = run(args)
-        seconds = time.perf_counter() - t0
-        out = done.stdout + done.stderr
-        if "states, stored" not in out:
-            raise SpinFailed("pan stopped without a report: "
-                             + (out.strip().splitlines() or ["no output"])[-1])
-        first: dict[int, int] = {}
-        for m in _ERROR.finditer(out):
-            first.setdefault(int(m.group(1)), int(m.group(2)))
-        findings = [SpinFinding(model.checks[k - 1], d) for k, d in sorted(first.items())]
-        if trails:
-            for f in findings:
-                k = model.checks.index(f.check) + 1
-                only = model.text.replace("byte fail;", f"byte fail;\n#define ONLY {k}", 1)
-                only = re.sub(r"assert\(fail != (\d+)\)", _keep_only(k), only)
-                build(only, [*base, "-DBFS"])
-                run(["./pan", "-c1", "-m10000000", *args[3:]])
-                if not (work / "model.pml.trail").exists():
-                    raise SpinFailed(f"pan wrote no trail for {f.check.kind} {f.check.name}")
-                replay = subprocess.run([spin, "-t", "-B", "model.pml"], cwd=work,
-                                        capture_output=True, text=True)
-                labels = [int(n) for n in re.findall(r"@L (\d+)", replay.stdout)]
-                f.steps = tuple(model.labels[n] for n in labels)
-                (work / "model.pml.trail").unlink()
+        for cmd in ([self.spin, "-a", "model.pml"],
+                    [self.cc, self.optimize, "-w", "-o", "pan", *flags, "pan.c"]):
+            done = subprocess.run(cmd, cwd=self.work, capture_output=True, text=True)
+            if done.returncode != 0:
+                last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
+                raise SpinFailed(f"{Path(cmd[0]).name} failed: {last[0]}")
+        return time.perf_counter() - t0
+
+    def run(self, args: list[str]) -> Any:
+        import signal
+        import subprocess
+
+        done = subprocess.run(args, cwd=self.work, capture_output=True, text=True)
+        if done.returncode < 0:
+            try:
+                name = signal.Signals(-done.returncode).name
+            except ValueError:
+                name = f"signal {-done.returncode}"
+            raise SpinFailed(f"pan was killed by {name} "
+                             f"({'multi-core, ' if self.cores > 1 else ''}"
+                             f"{'bitstate, ' if self.bitstate else ''}{self.memory_mb} MB limit)")
+        return done
+
+    def trail(self, model: PromelaModel, f: SpinFinding, flags: list[str],
+              extra: list[str]) -> tuple[Any, ...]:
+        """The shortest run to ``f``'s check: a breadth-first search of that check alone,
+        its trail replayed into the model's labels."""
+        import subprocess
+
+        k = model.checks.index(f.check) + 1
+        only = model.text.replace("byte fail;", f"byte fail;\n#define ONLY {k}", 1)
+        only = re.sub(r"assert\(fail != (\d+)\)", _keep_only(k), only)
+        self.build(only, flags)
+        self.run(["./pan", "-c1", "-m10000000", *extra])
+        if not (self.work / "model.pml.trail").exists():
+            raise SpinFailed(f"pan wrote no trail for {f.check.kind} {f.check.name}")
+        replay = subprocess.run([self.spin, "-t", "-B", "model.pml"], cwd=self.work,
+                                capture_output=True, text=True)
+        labels = [int(n) for n in re.findall(r"@L (\d+)", replay.stdout)]
+        (self.work / "model.pml.trail").unlink()
+        return tuple(model.labels[n] for n in labels)
+
+
+def _result(model: PromelaModel, out: str, found: list[SpinFinding], seconds: float,
+            compile_s: float, stderr: str, bitstate: bool, cores: int,
+            hash_bits: int) -> SpinResult:
+    """pan's report as a :class:`SpinResult`."""
     # pan prints a count past 10^7 or so as 1.2345e+07: read both forms (the rounded one is
     # pan's own precision)
-    stored = _num(r"^\s*([\d.e+]+) states, stored", out, _count)
-    matched = _num(r"^\s*([\d.e+]+) states, matched", out, _count)
-    hash_factor = _num(r"hash factor: ([\d.e+]+)", out, float)
     per_core: dict[int, int] = {}
     for m in _CORE.finditer(out):  # the last line of each core is its total
         per_core[int(m.group(1))] = int(float(m.group(2)))
     return SpinResult(
-        model=model.name or model.protocol.name, stored=stored, matched=matched,
-        transitions=_num(r"^\s*([\d.e+]+) transitions", out, _count), depth=_num(r"depth reached (\d+)", out),
-        errors=_num(r"errors: (\d+)", out), findings=findings,
+        model=model.name or model.protocol.name,
+        stored=_num(r"^\s*([\d.e+]+) states, stored", out, _count),
+        matched=_num(r"^\s*([\d.e+]+) states, matched", out, _count),
+        transitions=_num(r"^\s*([\d.e+]+) transitions", out, _count),
+        depth=_num(r"depth reached (\d+)", out),
+        errors=_num(r"errors: (\d+)", out), findings=found,
         seconds=round(seconds, 4),
         memory_mb=_num(r"^\s*([\d.]+)\s+total actual memory usage", out, float) or 0.0,
-        bitstate=bitstate, hash_factor=hash_factor,
+        bitstate=bitstate, hash_factor=_num(r"hash factor: ([\d.e+]+)", out, float),
         complete="search not completed" not in out and "max search depth too small" not in out,
         compile_seconds=round(compile_s, 3), raw=out,
-        no_step_states=len(re.findall(r"^@T$", done.stderr, re.M)),
+        no_step_states=len(re.findall(r"^@T$", stderr, re.M)),
         cores=cores, handoff_depth=HANDOFF_DEPTH if cores > 1 else None,
         core_states=tuple(per_core.get(c, 0) for c in range(cores)) if cores > 1 else (),
         hash_bits=hash_bits if bitstate else None,

@@ -142,15 +142,15 @@ class SystemProgress(ProgressAgreement):
                 "spin_lasso": self.lasso.to_json() if self.lasso is not None else None}
 
 
-def compare_system_progress(model: PromelaModel, system: System, ours: Any, liveness: Any,
-                            run: Callable[..., SpinLiveness] = run_system_ltl
+def compare_system_progress(model: PromelaModel, system: System, ours: Any, liveness: Any
                             ) -> list[SystemProgress]:
     """Every progress property of ``liveness``: ``ours`` (a ``LivenessResult`` of the same
-    system and liveness) beside SPIN's verdict, one pan per property (``run``)."""
+    system and liveness) beside SPIN's verdict, one pan per property
+    (:func:`run_system_ltl`)."""
     verdicts = {v.prop.name: v.verdict for v in ours.verdicts}
     out = []
     for p in liveness.progress:
-        spin = run(model, system, liveness, p)
+        spin = run_system_ltl(model, system, liveness, p)
         lasso = system_lasso(system, spin) if spin.verdict == LTL_VIOLATED else None
         out.append(SystemProgress(p.name, verdicts.get(p.name, LTL_NOT_CHECKED), spin, lasso))
     return out
