@@ -76,6 +76,9 @@ def _monitor(required: Sequence[Any]) -> list[str]:
              for k, i in enumerate(weak)]
     if weak:
         lines.append(f"if :: wf == {len(weak)} -> wf = 0; fair = 1 :: else -> fair = 0 fi;")
+        # only the monitor reads a weak group's tk, just now: cleared, it tells no two states
+        # apart (a strong group's tk is read by the formula and stays)
+        lines.append(" ".join(f"tk_{i} = 0;" for i in weak))
     return lines
 
 
