@@ -126,12 +126,17 @@ def instrument(model: PromelaModel, liveness: Any, member: Callable[[int, Any], 
             + text[end:])
     if inline:  # every option and the initial d_step end in after_step(): en and wf there
         body = "".join(f"\n  {line}" for line in recompute + monitor) or "\n  skip"
+        if "inline after_step() {\n}" not in text:
+            raise ExportError("the system's after_step() holds more than its checks: the "
+                              "fairness monitor has no place to go")
         text = text.replace("inline after_step() {\n}", "inline after_step() {" + body + "\n}", 1)
         text = text.replace("  d_step {\n", "  d_step {\n    started = 1;\n", 1)
     else:
         again = "".join(f"\n       {line}" for line in recompute + monitor)
         text = text.replace("\n     }\n", again + "\n     }\n")
-        text = text.replace("  d_step {\n", "  d_step {\n    started = 1;" + again + "\n", 1)
+        # the initial configuration's en and monitor after its tuples are set
+        text = text.replace("  d_step {\n", "  d_step {\n    started = 1;\n", 1)
+        text = text.replace("\n  };\n  do\n", again + "\n  };\n  do\n", 1)
     decls = ["bool started;", *(f"bool {n};" for n in flags),
              *(f"bool en_{i};" for i in range(len(required)))]
     if monitor:
