@@ -132,7 +132,6 @@ OVER_60 = {
     "settled/_cmd_explore.py::_explore_spin": 99,
     "settled/_cmd_spin_system.py::explore_system_spin": 85,
     "settled/_verify.py::verify": 67,
-    "settled/_system_views.py::system_dot": 62,
 }
 
 
