@@ -131,7 +131,6 @@ OVER_60 = {
     "conformance/_lockstep/_campaign.py::_machine_class": 66,
     "settled/_cmd_explore.py::_explore_spin": 99,
     "settled/_cmd_spin_system.py::explore_system_spin": 85,
-    "settled/_verify.py::verify": 67,
 }
 
 
