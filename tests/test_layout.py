@@ -127,7 +127,6 @@ OVER_60 = {
     "conformance/_explore/_quint_expr.py::_Render._e": 82,
     "conformance/_explore/_local.py::_Local._expand_table": 61,
     "conformance/_explore/_system.py::_explore_system": 81,
-    "conformance/_lockstep/_campaign.py::_machine_class": 66,
     "settled/_cmd_explore.py::_explore_spin": 99,
     "settled/_cmd_spin_system.py::explore_system_spin": 85,
 }
