@@ -81,7 +81,6 @@ def test_the_room_check_sees_a_generic_room_reaching_the_bundled_one() -> None:
 OVER_500 = {
     "conformance/_explore/_promela.py": "the Promela renderer and SPIN runner; to split by "
                                         "rendering, running and LTL",
-    "conformance/_explore/_system.py": "the system explorer's compiled space and its search",
     "conformance/_bundled/_query_adapter.py": "the query runtime's adapter",
     "conformance/mutants/query.py": "the query catalogue: one class a mutant, each the shipped "
                                     "method plus its marked bug",
@@ -126,7 +125,6 @@ OVER_60 = {
     "conformance/_explore/_promela.py::run_ltl": 69,
     "conformance/_explore/_quint_expr.py::_Render._e": 82,
     "conformance/_explore/_local.py::_Local._expand_table": 61,
-    "conformance/_explore/_system.py::_explore_system": 81,
     "settled/_cmd_explore.py::_explore_spin": 99,
     "settled/_cmd_spin_system.py::explore_system_spin": 85,
 }
