@@ -85,7 +85,6 @@ OVER_500 = {
     "conformance/mutants/query.py": "the query catalogue: one class a mutant, each the shipped "
                                     "method plus its marked bug",
     "conformance/mutants/approval.py": "the approval catalogue, as mutants/query.py",
-    "conformance/_api.py": "the public API: lockstep, lockstep_case, the report and replay",
 }
 
 
