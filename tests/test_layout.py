@@ -81,7 +81,6 @@ def test_the_room_check_sees_a_generic_room_reaching_the_bundled_one() -> None:
 OVER_500 = {
     "conformance/_explore/_promela.py": "the Promela renderer and SPIN runner; to split by "
                                         "rendering, running and LTL",
-    "conformance/mutants/approval.py": "the approval catalogue, as mutants/query.py",
 }
 
 
