@@ -118,7 +118,6 @@ OVER_60 = {
     "conformance/_explore/_promela.py::run_spin": 101,
     "conformance/_explore/_promela.py::_Render._expr": 90,
     "conformance/_explore/_promela.py::run_ltl": 69,
-    "conformance/_explore/_quint_expr.py::_Render._e": 82,
     "conformance/_explore/_local.py::_Local._expand_table": 61,
     "settled/_cmd_explore.py::_explore_spin": 99,
     "settled/_cmd_spin_system.py::explore_system_spin": 85,
