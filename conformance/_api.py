@@ -10,23 +10,18 @@ counterexample (a step list or an ITF trace) and run it again.
 
 from __future__ import annotations
 
-import json
 import time
 import unittest
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from settled.conformance._lockstep._shrink import Invalid
-from settled.model import MACHINES, Protocol, System
+from settled.model import Protocol, System
 
-from . import _itf
-from ._adapter import Adapter, AdapterError
+from ._adapter import AdapterError
 from ._lockstep import (
-    STEPS_SCHEMA,
     Action,
-    Contract,
     declared_cases,
     declared_edges,
     declared_values,
@@ -34,7 +29,6 @@ from ._lockstep import (
     make_lockstep,
     never_alone,
     refusal_goals,
-    replay,
     run_lockstep,
     unfired,
     unfired_cases,
@@ -45,10 +39,22 @@ from ._lockstep import (
     world,
 )
 from ._lockstep._quiesce import factory_reason
+from ._probe import AdapterFactory, probe, probe_system, resolve_machine
 from ._profiles import PROFILES
 from ._profiles import profile as named_profile
+from ._replay import (
+    Counterexample,
+    CounterexampleError,
+    ReplayResult,
+    load_counterexample,
+    replay_counterexample,
+)
 
-AdapterFactory = Callable[[], Adapter]
+__all__ = ["ADAPTER_ERROR", "DIVERGED", "EXIT_CODES", "PASSED", "QUIESCENCE", "AdapterFactory",
+           "Counterexample", "CounterexampleError", "ReplayResult", "Report",
+           "load_counterexample", "lockstep", "lockstep_case", "probe", "probe_system",
+           "profiles", "replay_counterexample", "resolve_machine"]
+
 
 PASSED, DIVERGED, ADAPTER_ERROR = "passed", "diverged", "adapter_error"
 EXIT_CODES = {PASSED: 0, DIVERGED: 1, ADAPTER_ERROR: 3}
@@ -223,81 +229,6 @@ class Report:
         }
 
 
-def resolve_machine(machine: str | Protocol | None, adapter: Adapter) -> Protocol:
-    """The protocol to check against: a name, a Protocol, or (None) the adapter's own."""
-    if isinstance(machine, Protocol):
-        return machine
-    own = getattr(adapter, "protocol", None)
-    if machine is None:
-        if not isinstance(own, Protocol):
-            raise AdapterError("the adapter has no `protocol` attribute; name the machine")
-        return own
-    if machine not in MACHINES:
-        raise ValueError(f"no machine named {machine!r}; machines are {sorted(MACHINES)}")
-    if isinstance(own, Protocol) and own.name == machine:
-        return own  # the adapter's own instance of it (its bounds, e.g. its worker count)
-    if isinstance(own, Protocol) and own.name != machine:
-        raise AdapterError(f"the adapter drives the {own.name!r} machine, not {machine!r}")
-    return MACHINES[machine]
-
-
-def probe(factory: AdapterFactory, machine: str | Protocol | None) -> tuple[Protocol, int,
-                                                                          tuple[str, ...]]:
-    """Build one adapter to learn the machine, instance count and contract; then close it."""
-    try:
-        adapter = factory()
-    except AdapterError:
-        raise
-    except Exception as exc:
-        raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
-    try:
-        if not isinstance(adapter, Adapter):
-            raise AdapterError(f"the adapter factory returned {type(adapter).__name__}, not a "
-                               "settled.conformance.Adapter")
-        protocol = resolve_machine(machine, adapter)
-        instances = getattr(adapter, "instances", None)
-        if not isinstance(instances, int) or isinstance(instances, bool) or instances < 1:
-            raise AdapterError(f"the adapter's `instances` is {instances!r}; it must be an "
-                               "int >= 1")
-        contract = Contract(protocol, frozenset(adapter.unobservable))
-        return protocol, instances, tuple(sorted(contract.unobservable))
-    finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            close()
-
-
-def probe_system(factory: AdapterFactory, machine: System | None
-                 ) -> tuple[System | None, tuple[str, ...]]:
-    """The system to check against (``machine`` if it is one, else the adapter's ``system``
-    attribute; None: the adapter drives a machine) and the variables it cannot observe."""
-    try:
-        adapter = factory()
-    except AdapterError:
-        raise
-    except Exception as exc:
-        raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
-    try:
-        own = machine if isinstance(machine, System) else getattr(adapter, "system", None)
-        if own is not None and not isinstance(own, System):
-            raise AdapterError(f"the adapter's `system` is a {type(own).__name__}, not a "
-                               "settled.model System")
-        if own is not None and getattr(adapter, "instances", None) != own.instances:
-            raise AdapterError(f"the adapter's `instances` is {getattr(adapter, 'instances', None)!r}"
-                               f"; its system {own.name!r} has {own.instances}")
-        if own is None:
-            return None, ()
-        if not isinstance(adapter, Adapter):
-            raise AdapterError(f"the adapter factory returned {type(adapter).__name__}, not a "
-                               "settled.conformance.Adapter")
-        contract = Contract(own.machine, frozenset(adapter.unobservable))
-        return own, tuple(sorted(contract.unobservable))
-    finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            close()
-
-
 QUIESCENCE = "quiescence"  # the name that accepts a lockstep without its quiescence phase
 
 
@@ -426,136 +357,6 @@ def lockstep_case(adapter_factory: AdapterFactory, machine: str | Protocol | Non
 
     LockstepCase.__name__ = LockstepCase.__qualname__ = "LockstepCase"
     return LockstepCase
-
-
-# --------------------------------------------------------------------------
-# Saved counterexamples
-# --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Counterexample:
-    """A saved lockstep run: which machine, how many instances, its steps."""
-
-    machine: str
-    instances: int
-    steps: tuple[Action, ...]
-    divergence: str | None = None
-
-
-class CounterexampleError(ValueError):
-    """A file that is not a readable lockstep counterexample; the message says why."""
-
-
-def load_counterexample(path: Path | str) -> Counterexample:
-    """Read a step list (``*.steps.json``) or an ITF trace (``*.itf.json``) written by the kit."""
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CounterexampleError(f"cannot read {p}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CounterexampleError(f"{p} is not JSON: {exc}") from None
-    if not isinstance(doc, Mapping):
-        raise CounterexampleError(f"{p} holds a {type(doc).__name__}, not a counterexample")
-    try:
-        if doc.get("schema") == STEPS_SCHEMA:
-            return _from_steps(doc)
-        if "states" in doc and "vars" in doc:
-            return _from_itf(doc)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CounterexampleError(f"{p}: malformed counterexample ({type(exc).__name__}: "
-                                  f"{exc})") from None
-    raise CounterexampleError(f"{p} is neither a step list ({STEPS_SCHEMA}) nor an ITF trace")
-
-
-def _from_steps(doc: Mapping[str, Any]) -> Counterexample:
-    steps = tuple(Action(int(s["instance"]), str(s["trigger"]), dict(s.get("params", {})),
-                         bool(s.get("refused", False))) for s in doc["steps"])
-    return Counterexample(str(doc["machine"]), int(doc["instances"]), steps,
-                          doc.get("divergence"))
-
-
-def _from_itf(doc: Mapping[str, Any]) -> Counterexample:
-    trace = _itf.read_itf(doc)
-    meta = trace["#meta"]
-    machine = str(meta.get("source"))
-    instances = meta.get("instances")
-    if instances is None:  # older files: count the q<i>.state variables
-        instances = sum(1 for v in trace["vars"] if str(v).endswith(".state"))
-    steps = []
-    for state in trace["states"][1:]:
-        picks = {k: _pick(v) for k, v in state[_itf.NONDET_PICKS].items()}
-        picks = {k: v for k, v in picks.items() if v is not _NONE}
-        instance = int(picks.pop("instance"))
-        refused = bool(picks.pop("refused", False))
-        params = {k: tuple(v) if isinstance(v, list) else v for k, v in picks.items()}
-        steps.append(Action(instance, str(state[_itf.ACTION_TAKEN]), params, refused))
-    return Counterexample(machine, int(instances), tuple(steps), meta.get("violated"))
-
-
-_NONE = object()
-
-
-def _pick(v: Any) -> Any:
-    if isinstance(v, Mapping) and v.get("tag") == "Some":
-        return v["value"]
-    if isinstance(v, Mapping) and v.get("tag") == "None":
-        return _NONE
-    return v
-
-
-@dataclass(frozen=True)
-class ReplayResult:
-    """``divergence`` is the implementation's disagreement, None when the steps now agree."""
-
-    counterexample: Counterexample
-    divergence: str | None
-    adapter_error: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        return 3 if self.adapter_error else 1 if self.divergence else 0
-
-    def text(self) -> str:
-        n = len(self.counterexample.steps)
-        listing = "\n".join(f"  {k}. {a.text()}"
-                            for k, a in enumerate(self.counterexample.steps, start=1))
-        if self.adapter_error:
-            return f"replay: ADAPTER ERROR: {self.adapter_error}"
-        if self.divergence:
-            return f"replay: STILL DIVERGES after {n} steps: {self.divergence}\n{listing}"
-        return f"replay: the {n} steps now agree with the model (the divergence is gone)"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"machine": self.counterexample.machine, "steps": len(self.counterexample.steps),
-                "diverges": self.divergence is not None, "divergence": self.divergence,
-                "adapter_error": self.adapter_error, "exit_code": self.exit_code}
-
-
-def replay_counterexample(counterexample: Counterexample, adapter_factory: AdapterFactory,
-                          machine: str | Protocol | None = None) -> ReplayResult:
-    """Run the saved steps on a fresh implementation; whether it still diverges.
-
-    Raises :class:`CounterexampleError` when the model itself does not accept
-    the steps (a file from another model version, or edited by hand).
-    """
-    try:
-        protocol, instances, _ = probe(adapter_factory, machine or counterexample.machine)
-    except AdapterError as exc:
-        return ReplayResult(counterexample, None, str(exc))
-    if protocol.name != counterexample.machine:
-        raise CounterexampleError(f"the counterexample is for {counterexample.machine!r}, the "
-                                  f"adapter drives {protocol.name!r}")
-    if instances < counterexample.instances:
-        raise CounterexampleError(f"the counterexample uses {counterexample.instances} "
-                                  f"instances; the adapter has {instances}")
-    try:
-        message = replay(world(protocol, instances), adapter_factory, protocol.refusable,
-                         counterexample.steps)
-    except Invalid as exc:
-        raise CounterexampleError(f"the model does not accept these steps: {exc}") from None
-    except AdapterError as exc:
-        return ReplayResult(counterexample, None, str(exc))
-    return ReplayResult(counterexample, message)
 
 
 def profiles() -> Sequence[str]:

@@ -44,6 +44,26 @@ def _rules(rules: tuple[str, ...]) -> str:
     return f" ({', '.join(rules)})" if rules else ""
 
 
+def _sync_edges(s: System) -> list[str]:
+    """The synchronised triggers: every instance at once (a crash drawn dotted, in red)."""
+    out: list[str] = []
+    by_trigger = {t.trigger: t for t in s.machine.transitions}
+    for trigger in s.sync:
+        synced = by_trigger.get(trigger)
+        crash = synced is not None and synced.actor == "environment"
+        rules = synced.rules if synced is not None else ()
+        colour = "#c0392b" if crash else "#222222"
+        out.append(f'  sync_{trigger} [label="{_esc(trigger)}", shape=plaintext, fontcolor="{colour}"];')
+        if trigger in s.per_instance:
+            text = _lines("every instance at once,", "each its own parameters",
+                          _rules(rules).strip(), left=False)
+        else:
+            text = _lines("every instance", f"at once{_rules(rules)}", left=False)
+        out.append(f'  sync_{trigger} -> instances [label="{text}", penwidth=2.5, color="{colour}"'
+                   f'{", style=dotted" if crash else ""}];')
+    return out
+
+
 def system_dot(s: System) -> str:
     """The system's structure as DOT text (top to bottom, narrow enough for a README)."""
     m = s.machine
@@ -72,20 +92,7 @@ def system_dot(s: System) -> str:
                 lines += [f"{t.trigger}{f' [{guards}]' if guards else ''}",
                           f"{t.effect.text}{_rules(t.rules)}"]
         out.append(f'  actor_{actor} -> system_vars [label="{_lines(*lines, left=False)}"];')
-    by_trigger = {t.trigger: t for t in m.transitions}
-    for trigger in s.sync:
-        synced = by_trigger.get(trigger)
-        crash = synced is not None and synced.actor == "environment"
-        rules = synced.rules if synced is not None else ()
-        colour = "#c0392b" if crash else "#222222"
-        out.append(f'  sync_{trigger} [label="{_esc(trigger)}", shape=plaintext, fontcolor="{colour}"];')
-        if trigger in s.per_instance:
-            text = _lines("every instance at once,", "each its own parameters",
-                          _rules(rules).strip(), left=False)
-        else:
-            text = _lines("every instance", f"at once{_rules(rules)}", left=False)
-        out.append(f'  sync_{trigger} -> instances [label="{text}", penwidth=2.5, color="{colour}"'
-                   f'{", style=dotted" if crash else ""}];')
+    out += _sync_edges(s)
     for r in s.refinements:
         guards = ", ".join(g.name for g in r.guards)
         text = _lines(f"{r.trigger} also needs [{guards}]", f"{r.effect.text}{_rules(r.rules)}",

@@ -372,6 +372,47 @@ def check_views(root: Path | None, write: bool) -> list[str]:
     return _diagrams.write_or_check(files, root / "diagrams", check=not write)
 
 
+def _check_machine(name: str, report: MachineReport, phase: Say, say: Say, *, profile_name: str,
+                   seed: int, store: str | None, watch: Watch, views: Path | None) -> MachineReport:
+    """Every check of one machine, into ``report``; ``views``: the checkout whose coverage
+    diagram the campaign rewrites (None: written nowhere)."""
+    p = MACHINES[name]
+    phase(f"{name}: static checks")
+    report.static = check_static(p)
+    phase(f"{name}: exploring every reachable state, then its progress under fairness")
+    report.explore = check_explore(p, watch)
+    if name in SYSTEMS:
+        phase(f"{name}: exploring the system ({SYSTEMS[name].meaning})")
+        report.system = check_system(SYSTEMS[name], watch)
+    else:
+        report.system = {"ok": False, "findings": [f"no system declared for {name}"]}
+    if name in SUITES:
+        against = "the SQLite implementation" if store is None else f"PostgreSQL {redact(store)}"
+        phase(f"{name}: lockstep campaign ({profile_name} profile) against {against}")
+        report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed,
+                                                                     store)
+        if store is not None and not report.lockstep["store"].startswith("PostgreSQL"):
+            say(f"{name}: NOTE: no PostgreSQL store for this machine; its campaign ran on "
+                "SQLite files")
+        if views is not None:
+            svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges, record.cases)
+            _diagrams.write_or_check({f"{name}.coverage.svg": svg}, views / "diagrams", False)
+    else:
+        report.lockstep = {"ok": False, "failure": f"no lockstep suite for {name}"}
+        report.trace_check = {"ok": False, "events": 0}
+    if SYSTEM_SUITE_OF.get(name) in SYSTEM_SUITES:
+        phase(f"{name}: lockstep of the system ({SYSTEMS[name].meaning} in the "
+              "implementation)")
+    report.system_lockstep = check_system_lockstep(name, profile_name, seed)
+    if name in CONCURRENT_OF:
+        say(f"{name}: concurrent campaigns ({CONCURRENT_OF[name]}: controlled schedules and "
+            "free threads) checked for linearizability")
+    report.concurrent = check_concurrent(name, seed, store)
+    phase(f"{name}: crash sweep (a crash at every durable boundary of every operation)")
+    report.crash = check_crash(name, store)
+    return report
+
+
 def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", seed: int = SEED,
            machines: list[str] | None = None, say: Say = lambda line: None,
            store: str | None = None, watch: Watch | None = None,
@@ -394,41 +435,9 @@ def verify(root: Path | None, *, write: bool = False, profile_name: str = "ci", 
     start = time.perf_counter()
     reports = {}
     for name in machines or list(MACHINES):
-        p, report = MACHINES[name], MachineReport(name, allowed=allowed)
-        phase(f"{name}: static checks")
-        report.static = check_static(p)
-        phase(f"{name}: exploring every reachable state, then its progress under fairness")
-        report.explore = check_explore(p, watch)
-        if name in SYSTEMS:
-            phase(f"{name}: exploring the system ({SYSTEMS[name].meaning})")
-            report.system = check_system(SYSTEMS[name], watch)
-        else:
-            report.system = {"ok": False, "findings": [f"no system declared for {name}"]}
-        if name in SUITES:
-            against = "the SQLite implementation" if store is None else f"PostgreSQL {redact(store)}"
-            phase(f"{name}: lockstep campaign ({profile_name} profile) against {against}")
-            report.lockstep, report.trace_check, record = check_lockstep(name, profile_name, seed,
-                                                                         store)
-            if store is not None and not report.lockstep["store"].startswith("PostgreSQL"):
-                say(f"{name}: NOTE: no PostgreSQL store for this machine; its campaign ran on "
-                    "SQLite files")
-            if write and root is not None:
-                svg = _diagrams.coverage_svg(SUITES[name]().protocol, record.edges, record.cases)
-                _diagrams.write_or_check({f"{name}.coverage.svg": svg}, root / "diagrams", False)
-        else:
-            report.lockstep = {"ok": False, "failure": f"no lockstep suite for {name}"}
-            report.trace_check = {"ok": False, "events": 0}
-        if SYSTEM_SUITE_OF.get(name) in SYSTEM_SUITES:
-            phase(f"{name}: lockstep of the system ({SYSTEMS[name].meaning} in the "
-                  "implementation)")
-        report.system_lockstep = check_system_lockstep(name, profile_name, seed)
-        if name in CONCURRENT_OF:
-            say(f"{name}: concurrent campaigns ({CONCURRENT_OF[name]}: controlled schedules and "
-                "free threads) checked for linearizability")
-        report.concurrent = check_concurrent(name, seed, store)
-        phase(f"{name}: crash sweep (a crash at every durable boundary of every operation)")
-        report.crash = check_crash(name, store)
-        reports[name] = report
+        reports[name] = _check_machine(name, MachineReport(name, allowed=allowed), phase, say,
+                                       profile_name=profile_name, seed=seed, store=store,
+                                       watch=watch, views=root if write else None)
     views: dict[str, Any]
     where = str(SHIPPED.resolve()) if root is None else str((root / "diagrams").resolve())
     source = "installed package" if root is None else "checkout"

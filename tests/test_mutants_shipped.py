@@ -26,7 +26,8 @@ from settled.conformance.mutants._shipped import (
 )
 from settled.impl.query._worker import Worker
 
-MODULES = ("approval", "approval_system", "crash", "ledger", "query", "query_system", "races")
+MODULES = ("approval", "approval_runtime", "approval_store", "approval_system", "crash", "ledger",
+           "query", "query_confirm", "query_store", "query_system", "query_worker", "races")
 
 
 def _module(name: str) -> ModuleType:

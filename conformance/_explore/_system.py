@@ -33,458 +33,31 @@ space is searched as one (``independent_product`` is always false).
 from __future__ import annotations
 
 import itertools
-import math
-import re
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-from settled.conformance import _itf
 from settled.conformance._paused import gc_paused
-from settled.model import (
-    Config,
-    DeclarationError,
-    Step,
-    System,
-    SystemConfig,
-    SystemStep,
-    Value,
-    compile_machine,
-    lockstep_only,
+from settled.model import Config, Step, System, Value, lockstep_only
+
+from ._system_result import (
+    GENERATOR,
+    SystemCounterexample,
+    SystemFinding,
+    SystemResult,
+    SystemTraceStep,
+    label,
+    replay_system,
 )
+from ._system_space import _Move, _own, _Space, _sync_and_own
+
+__all__ = ["GENERATOR", "Progress", "SystemCounterexample", "SystemFinding", "SystemResult",
+           "SystemTraceStep", "explore_system", "label", "replay_system"]
 
 Progress = Callable[[int, int, float], None]
-GENERATOR = "settled explore"
-
-
-@dataclass(frozen=True, slots=True)
-class SystemTraceStep:
-    who: str  # "q0", "all" (synchronised) or "system" (the system's own step)
-    trigger: str
-    params: tuple[tuple[str, Value], ...]
-
-    def text(self) -> str:
-        return " ".join([self.who, self.trigger, *(f"{k}={_fmt(v)}" for k, v in self.params)])
-
-    def to_json(self) -> dict[str, Any]:
-        return {"who": self.who, "trigger": self.trigger, "params": dict(self.params)}
-
-
-def _fmt(value: Value) -> str:
-    return value if isinstance(value, str) else repr(value).replace(" ", "")
-
-
-def label(step: SystemStep) -> SystemTraceStep:
-    if step.shared is not None:
-        who = "system"
-    elif step.instance is not None:
-        who = f"q{step.instance}"
-    else:
-        who = "all"
-    return SystemTraceStep(who, step.trigger, tuple(sorted(step.params.items())))
-
-
-@dataclass(frozen=True)
-class SystemCounterexample:
-    system: System
-    steps: tuple[SystemTraceStep, ...]
-    configs: tuple[SystemConfig, ...]
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    def steps_text(self) -> str:
-        return "\n".join(f"{n}. {s.text()}" for n, s in enumerate(self.steps, 1))
-
-    def _values(self, c: SystemConfig) -> dict[str, Value]:
-        out: dict[str, Value] = dict(self.system.shared_view(c))
-        for i, x in enumerate(c.instances):
-            out[f"q{i}.state"] = x.state
-            out.update({f"q{i}.{k}": v for k, v in self.system.machine.view(x).items()})
-        return out
-
-    def to_itf(self, meta: Mapping[str, Any]) -> dict[str, Any]:
-        states = [self._values(c) for c in self.configs]
-        names = sorted(states[0])
-        actions = [(s.trigger, {**dict(s.params), "who": s.who}) for s in self.steps]
-        return _itf.itf_trace(self.system.name, names, states, actions,
-                              {"status": "violation", "generator": GENERATOR,
-                               "model": self.system.name, **meta})
-
-    def to_json(self) -> dict[str, Any]:
-        return {"length": len(self.steps), "steps": [s.to_json() for s in self.steps],
-                "steps_text": self.steps_text()}
-
-
-@dataclass(frozen=True)
-class SystemFinding:
-    kind: str
-    name: str
-    text: str
-    rules: tuple[str, ...]
-    counterexample: SystemCounterexample | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "text": self.text,
-                               "rules": list(self.rules)}
-        out.update(self.counterexample.to_json() if self.counterexample else
-                   {"length": None, "steps": [], "steps_text": ""})
-        return out
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.kind}-{re.sub(r'[^A-Za-z0-9_.+-]+', '_', self.name)}.itf.json"
-
-
-@dataclass
-class SystemResult:
-    system: str
-    instances: int
-    workers: int
-    symmetry: bool
-    states: int  # canonical representatives visited
-    states_unreduced: int  # concrete configurations they stand for (orbit sizes, exact)
-    edges: int  # steps taken from the visited representatives
-    seconds: float
-    complete: bool
-    findings: list[SystemFinding] = field(default_factory=list)
-    independent_product: bool = False
-    # Properties no declared step can break: not passing, checked by lockstep only.
-    lockstep_only: list[dict[str, Any]] = field(default_factory=list)
-    # (space, keys, parent, succ_start, succ, edge masks, visited) when explored for liveness
-    graph: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.complete and not self.findings
-
-    @property
-    def states_per_second(self) -> float:
-        return self.states / self.seconds if self.seconds else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"model": self.system, "system": True, "instances": self.instances,
-                "workers": self.workers, "symmetry_reduction": self.symmetry,
-                "states": self.states, "states_unreduced": self.states_unreduced,
-                "edges": self.edges, "seconds": round(self.seconds, 3),
-                "states_per_second": round(self.states_per_second),
-                "complete": self.complete, "ok": self.ok,
-                "independent_product": self.independent_product,
-                "findings": [f.to_json() for f in self.findings],
-                "lockstep_only": self.lockstep_only}
-
-
-class _Move:
-    """One local step of an instance, compiled once per (local configuration, bound values)."""
-
-    __slots__ = ("dest", "params", "pkey", "props", "step", "trigger", "write")
-
-    def __init__(self, step: Step, dest: int, write: tuple[Value, ...] | None,
-                 props: tuple[str, ...]) -> None:
-        self.step = step
-        self.trigger = step.transition.trigger
-        self.params = step.params
-        self.pkey = tuple(sorted(step.params.items()))
-        self.dest = dest
-        self.write = write  # the shared machine variables after the step, if it changed them
-        self.props = props  # step properties this step breaks
-
-
-class _Space:
-    """Interned local configurations, their compiled moves, and the symmetry group."""
-
-    def __init__(self, system: System, symmetry: bool) -> None:
-        self.system = system
-        self.machine = system.machine
-        self.ids: dict[Config, int] = {}
-        self.configs: list[Config] = []
-        self.steps: dict[Config, tuple[tuple[Step, tuple[int, ...]], ...]] = {}
-        self.gen = compile_machine(self.machine)
-        self.broken: list[tuple[str, ...]] = []  # per local id: broken machine invariants
-        self.terminal: list[bool] = []
-        self.shared_idx = system.shared_indices
-        self.symmetry = symmetry
-        self.perms: list[tuple[int, ...]] = [()]
-        self.held = -1
-        if system.worker is not None:
-            _param, var = system.worker
-            self.held = self.machine.variable_names.index(var)
-            self.width = len(self.machine.initial_config().values[self.held])
-            if symmetry:
-                self.perms = list(itertools.permutations(range(self.width)))
-        self.images: list[list[int]] = [[] for _ in self.perms]
-        self._moves: dict[tuple[int, tuple[Value, ...]], tuple[_Move, ...]] = {}
-        self._with: dict[tuple[int, tuple[Value, ...]], int] = {}
-        self._held_back: dict[tuple[int, str, Any], bool] = {}
-        self._shared_info: dict[tuple[Value, ...], Any] = {}
-        self._canon: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self._compiled: dict[tuple[int, tuple[Value, ...]], _Compiled] = {}
-        self.fired: set[int] = set()  # id() of every machine transition some step took
-        self.checked_shared: set[tuple[Value, ...]] = set()  # shared values domain-checked
-        # (actor, trigger, params) -> a mask (``_liveness.system_classifier``): when set, every
-        # edge keeps the mask of the steps it stands for, for the liveness check.
-        self.classify: Callable[[str, str, Any], int] | None = None
-
-    def intern(self, c: Config) -> int:
-        i = self.ids.get(c)
-        if i is None:
-            i = self.ids[c] = len(self.configs)
-            self.configs.append(c)
-            invariants = self.machine.invariants
-            self.broken.append(tuple(invariants[k].name
-                                     for k in self.gen.broken_invariants(c.state, c.values)))
-            self.terminal.append(c.state in self.machine.terminal_states)
-            for k in range(len(self.perms)):
-                self.images[k].append(-1)
-        return i
-
-    def image(self, k: int, i: int) -> int:
-        j = self.images[k][i]
-        if j < 0:
-            c = self.configs[i]
-            perm = self.perms[k]
-            values = list(c.values)
-            held = values[self.held]
-            values[self.held] = tuple(held[perm.index(w)] for w in range(len(perm)))
-            j = self.intern(Config(c.state, tuple(values)))
-            self.images[k][i] = j
-        return j
-
-    def canon(self, ids: tuple[int, ...], shared: tuple[Value, ...]) -> tuple[Any, ...]:
-        best = self._canon.get(ids)
-        if best is None:
-            best = self._canon[ids] = self.canon_ids(ids)
-        return (best, shared)
-
-    def canon_ids(self, ids: tuple[int, ...]) -> tuple[int, ...]:
-        """The representative of ``ids`` under the symmetry group (the shared values are not
-        permuted: they name no instance and no worker)."""
-        if not self.symmetry:
-            return ids
-        best = tuple(sorted(ids))  # perms[0] is the identity; instances are interchangeable
-        for k in range(1, len(self.perms)):
-            images = self.images[k]
-            moved = tuple(sorted([j if (j := images[i]) >= 0 else self.image(k, i) for i in ids]))
-            if moved < best:
-                best = moved
-        return best
-
-    def orbit(self, ids: tuple[int, ...]) -> int:
-        """How many concrete configurations a representative with instance configurations
-        ``ids`` stands for (its shared values are never permuted). Each worker permutation
-        gives a multiset of instance configurations; distinct multisets give disjoint sets
-        of sequences, each of n! / (product of multiplicities!) arrangements."""
-        if len(self.perms) == 1:
-            return _arrangements(tuple(sorted(ids)))
-        forms = set()
-        for k, images in enumerate(self.images):
-            forms.add(tuple(sorted([j if (j := images[i]) >= 0 else self.image(k, i)
-                                    for i in ids])))
-        return sum(map(_arrangements, forms))
-
-    def local(self, c: Config) -> tuple[tuple[Step, tuple[int, ...]], ...]:
-        """The machine's steps from ``c`` with the step properties each breaks, from the
-        successor function generated for the machine (the one ``Protocol.enabled`` and the
-        single-machine explorer run)."""
-        s = self.steps.get(c)
-        if s is None:
-            succ = self.gen.successors.get(c.state)
-            labels = self.gen.labels
-            s = self.steps[c] = () if succ is None else tuple(
-                (Step(labels[lid][0], labels[lid][1], Config(dest, values)), bad)
-                for lid, dest, values, bad in succ(c.values))
-        return s
-
-    def local_steps(self, c: Config) -> tuple[Step, ...]:
-        """:meth:`local` without the broken step properties (``System.enabled``'s ``local``)."""
-        return tuple(s for s, _broken in self.local(c))
-
-    def config(self, key: tuple[Any, ...]) -> SystemConfig:
-        ids, shared = key
-        return SystemConfig(tuple(self.configs[i] for i in ids), shared)
-
-    # -- compiled successor pieces -------------------------------------------------
-    def moves(self, c: int, ctx: tuple[Value, ...], bound: Mapping[str, Value]) -> tuple[_Move, ...]:
-        key = (c, ctx)
-        m = self._moves.get(key)
-        if m is None:
-            cfg = self.configs[c]
-            before = tuple(cfg.values[k] for k in self.shared_idx)
-            names = [p.name for p in self.machine.step_properties]
-            out = []
-            for s, broken in self.local(cfg):
-                if any(n in s.params and s.params[n] != x for n, x in bound.items()):
-                    continue
-                after = tuple(s.after.values[k] for k in self.shared_idx)
-                props = tuple(names[k] for k in broken)
-                out.append(_Move(s, self.intern(s.after), after if after != before else None, props))
-            m = self._moves[key] = tuple(out)
-        return m
-
-    def compiled(self, c: int, shared: tuple[Value, ...]) -> _Compiled:
-        """Instance configuration ``c``'s steps under the shared values ``shared``, once.
-
-        Its own (non-sync) steps become (dest, write, new shared values, how many labelled
-        steps lead there), one entry per distinct outcome in first-seen order: steps that
-        differ only in a parameter no one reads (a fault's kind) cost one successor, and
-        the discovery order, so the BFS ids and the shortest paths, stay those of the
-        uncompiled search. Steps that break a step property are kept apart, one each, and
-        sync steps are left to the caller: they depend on the other instances."""
-        sv, bound, ctx, _own = self.shared_info(shared)
-        sys = self.system
-        sync = sys.sync
-        plain: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
-        masks: dict[tuple[int, tuple[Value, ...] | None, tuple[Value, ...]], int] = {}
-        classify = self.classify
-        bad: list[tuple[int, _Move]] = []  # (index of its outcome in plain, the move)
-        syncs: list[_Move] = []
-        lock, cfg = sys.mutex is not None, self.configs[c]
-        for mv in self.moves(c, ctx, bound):
-            if mv.trigger in sync:
-                syncs.append(mv)
-                continue
-            locked = shared
-            if lock:  # the shared lock decides from this instance's own step alone
-                got = sys.lock_after(shared, cfg, mv.step.after, mv.trigger)
-                if got is None:
-                    continue
-                locked = got
-            new_shared = sys.refined(mv.trigger, mv.params, sv, locked)
-            if new_shared is None:
-                continue
-            # Taken from every reached configuration holding (c, shared): it fires.
-            self.fired.add(id(mv.step.transition))
-            out = (mv.dest, mv.write, new_shared)
-            plain[out] = plain.get(out, 0) + 1
-            if classify is not None:
-                masks[out] = masks.get(out, 0) | classify(mv.step.transition.actor, mv.trigger,
-                                                          mv.params)
-            if mv.props:  # a finding: rare, so its slot is looked up, not kept for every move
-                bad.append((list(plain).index(out), mv))
-        compiled = self._compiled[(c, shared)] = (
-            tuple((d, w, ns, n, masks.get((d, w, ns), 0)) for (d, w, ns), n in plain.items()),
-            tuple(bad), tuple(syncs))
-        return compiled
-
-    def with_shared(self, c: int, values: tuple[Value, ...]) -> int:
-        key = (c, values)
-        j = self._with.get(key)
-        if j is None:
-            cfg = self.configs[c]
-            vals = list(cfg.values)
-            for k, x in zip(self.shared_idx, values, strict=True):
-                vals[k] = x
-            j = self._with[key] = self.intern(Config(cfg.state, tuple(vals)))
-        return j
-
-    def held_back(self, c: int, trigger: str, params: Any, pkey: Any) -> bool:
-        key = (c, trigger, None if trigger in self.system.per_instance else pkey)
-        h = self._held_back.get(key)
-        if h is None:
-            h = self._held_back[key] = self.system.held_back_any(self.configs[c], trigger, params)
-        return h
-
-    def shared_info(self, shared: tuple[Value, ...]) -> Any:
-        """Per value of the system's variables: the view, the bound parameters, and the
-        system's own steps."""
-        info = self._shared_info.get(shared)
-        if info is None:
-            sys = self.system
-            sv = sys.view_of_shared(shared)
-            bound = {b.param: b.fn(sv) for b in sys.bind}
-            own = []
-            for t in sys.transitions:
-                for p in t.param_choices():
-                    if all(g.fn(sv, p) for g in t.guards):
-                        own.append((t, p, sys.with_shared(shared, t.effect(sv, p))))
-            info = self._shared_info[shared] = (sv, bound, tuple(bound.values()), tuple(own))
-        return info
-
-
-def _arrangements(form: tuple[int, ...]) -> int:
-    """Distinct orderings of the multiset ``form`` (sorted): n! / (each run's length)!."""
-    if len(form) == 2:
-        return 1 if form[0] == form[1] else 2
-    out, run = math.factorial(len(form)), 1
-    for a, b in itertools.pairwise(form):
-        if a == b:
-            run += 1
-        else:
-            out //= math.factorial(run)
-            run = 1
-    return out // math.factorial(run)
-
-
-# (instance ids, shared values, the moving instances' moves, the system's own step if it is one)
-_Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...], Any]
-_Compiled = tuple[
-    tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], int, int], ...],
-    tuple[tuple[int, _Move], ...],
-    tuple[_Move, ...]]
-
-
-def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
-                  sync_moves: list[tuple[int, _Move]]) -> list[_Succ]:
-    """The synchronised steps (``sync_moves``: every instance's sync moves, in instance
-    order) and the system's own steps. Sync steps are offered sorted by (trigger,
-    parameters), the order the explorer has always used; ``System.enabled`` offers them in
-    the declared ``sync`` order. Only the BFS numbering depends on it: the same states,
-    steps and shortest lengths are found either way."""
-    sys = sp.system
-    sv = sp.shared_info(shared)[0]
-    out: list[_Succ] = []
-    groups: dict[tuple[str, Any], list[tuple[int, _Move]]] = {}
-    for i, mv in sync_moves:
-        groups.setdefault((mv.trigger, None if mv.trigger in sys.per_instance else mv.pkey),
-                          []).append((i, mv))
-    steps: list[tuple[str, Any, Any, tuple[tuple[int, _Move], ...]]] = []
-    for (trigger, pkey), group in sorted(groups.items(), key=lambda kv: repr(kv[0])):
-        if pkey is not None:
-            steps.append((trigger, group[0][1].params, pkey, tuple(group)))
-            continue
-        # Each instance chooses its own parameters: one step per combination (see System).
-        by_instance: dict[int, list[tuple[int, _Move]]] = {}
-        for i, mv in group:
-            by_instance.setdefault(i, []).append((i, mv))
-        for combo in itertools.product(*by_instance.values()):
-            params = {f"q{i}.{k}": v for i, mv in combo for k, v in mv.params.items()}
-            steps.append((trigger, params, tuple(sorted(params.items())), combo))
-    for trigger, params, pkey, moves in steps:
-        movers = {i for i, _ in moves}
-        if any(sp.held_back(c, trigger, params, pkey) for j, c in enumerate(ids) if j not in movers):
-            continue
-        if sys.mutex is not None:  # as System._apply, first: a sync step may not move the lock
-            sys.locked(SystemConfig(tuple(sp.configs[c] for c in ids), shared),
-                        tuple((i, mv.step) for i, mv in moves), trigger)
-        new_shared = sys.refined(trigger, params, sv, shared)
-        if new_shared is None:
-            continue
-        new = list(ids)
-        written = None
-        for i, mv in moves:
-            new[i] = mv.dest
-            if mv.write is not None:
-                if written is not None and written != mv.write:
-                    raise DeclarationError(
-                        f"{sys.name}: sync step {trigger!r} writes the shared variables "
-                        f"{list(sys.shared)} differently on two instances; make the effects agree")
-                written = mv.write
-        if written is not None:
-            for j in range(len(ids)):
-                if j not in movers:
-                    new[j] = sp.with_shared(ids[j], written)
-        out.append((tuple(new), new_shared, tuple(moves), None))
-    out.extend(_own(sp, ids, shared))
-    return out
-
-
-def _own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> list[_Succ]:
-    """The system's own steps: only the shared values change."""
-    return [(ids, new_shared, (), (t, p)) for t, p, new_shared in sp.shared_info(shared)[3]]
 
 
 def explore_system(system: System, *, symmetry: bool = True, max_states: int | None = None,
@@ -499,67 +72,32 @@ def explore_system(system: System, *, symmetry: bool = True, max_states: int | N
 def _explore_system(system: System, symmetry: bool, max_states: int | None,
                     progress: Progress | None,
                     classify: Callable[[str, str, Any], int] | None = None) -> SystemResult:
-    t0 = time.perf_counter()
+    t0 = last = time.perf_counter()
     sp = _Space(system, symmetry)
     sp.classify = classify
-    masks = array("q")
     init = system.initial_config()
     key0 = sp.canon(tuple(sp.intern(c) for c in init.instances), init.shared)
     index: dict[tuple[Any, ...], int] = {key0: 0}
     keys: list[tuple[Any, ...]] = [key0]
     parent = array("q", [-1])
-    succ_start = array("q")
-    succ = array("q")
-    edges = 0
+    succ_start, succ, masks = array("q"), array("q"), array("q")
     first_bad: dict[tuple[str, str], tuple[int, int | None]] = {}  # (kind, name) -> (gid, child)
     states_seen: set[int] = set()
     domains = [frozenset(v.domain) for v in system.variables]
     complete = True
-    last = t0
-    g = 0
-    compiled, canon_of, with_of = sp._compiled, sp._canon, sp._with
+    edges = g = 0
     while g < len(keys):
         if max_states is not None and len(keys) > max_states:
             complete = False
             break
         key = keys[g]
-        ids, shared = key
+        ids = key[0]
         _check_config(system, sp, key, g, first_bad, domains)
         states_seen.update(ids)
         start = len(succ)
         succ_start.append(start)
-        syncs: list[tuple[int, _Move]] = []
-        targets: list[int] = []  # the state each outcome of the instance leads to
-        # System.enabled's steps on interned ids: each instance's own steps compiled per
-        # shared value, then the sync steps and the system's own.
-        for i, c in enumerate(ids):
-            plain, bad, sync_moves = compiled.get((c, shared)) or sp.compiled(c, shared)
-            targets.clear()
-            for dest, write, new_shared, count, mask in plain:
-                if write is None:
-                    new_ids = (*ids[:i], dest, *ids[i + 1:])
-                else:
-                    new_ids = tuple(dest if j == i else with_of.get((x, write))
-                                    or sp.with_shared(x, write) for j, x in enumerate(ids))
-                cids = canon_of.get(new_ids)
-                if cids is None:
-                    cids = canon_of[new_ids] = sp.canon_ids(new_ids)
-                nk = (cids, new_shared)
-                n = index.get(nk)
-                if n is None:
-                    n = index[nk] = len(keys)
-                    keys.append(nk)
-                    parent.append(g)
-                succ.append(n)
-                if classify is not None:
-                    masks.append(mask)
-                targets.append(n)
-                edges += count
-            for k, mv in bad:
-                for name in mv.props:
-                    first_bad.setdefault(("step_property", name), (g, targets[k]))
-            syncs.extend((i, mv) for mv in sync_moves)
-        edges += _joint_steps(sp, g, syncs, index, keys, parent, succ, masks, first_bad)
+        added, syncs = _instance_steps(sp, g, index, keys, parent, succ, masks, first_bad)
+        edges += added + _joint_steps(sp, g, syncs, index, keys, parent, succ, masks, first_bad)
         if start == len(succ) and not all(sp.terminal[i] for i in ids):
             first_bad.setdefault(("deadlock", "deadlock"), (g, None))
         g += 1
@@ -580,6 +118,48 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
                         findings, lockstep_only=lockstep_only(system.unbreakable()),
                         graph=None if classify is None else (
                             sp, keys, parent, succ_start, succ, masks, visited))
+
+
+def _instance_steps(sp: _Space, g: int, index: dict[tuple[Any, ...], int],
+                    keys: list[tuple[Any, ...]], parent: array[int], succ: array[int],
+                    masks: array[int], first_bad: dict[tuple[str, str], tuple[int, int | None]]
+                    ) -> tuple[int, list[tuple[int, _Move]]]:
+    """Each instance's own steps out of state ``g`` (``System.enabled``'s local steps on
+    interned ids, compiled per shared value), added to the graph: the number of edges they
+    stand for, and the instances' sync moves, left to :func:`_joint_steps`."""
+    ids, shared = keys[g]
+    compiled, canon_of, with_of, classify = sp._compiled, sp._canon, sp._with, sp.classify
+    edges = 0
+    syncs: list[tuple[int, _Move]] = []
+    targets: list[int] = []  # the state each outcome of the instance leads to
+    for i, c in enumerate(ids):
+        plain, bad, sync_moves = compiled.get((c, shared)) or sp.compiled(c, shared)
+        targets.clear()
+        for dest, write, new_shared, count, mask in plain:
+            if write is None:
+                new_ids = (*ids[:i], dest, *ids[i + 1:])
+            else:
+                new_ids = tuple(dest if j == i else with_of.get((x, write))
+                                or sp.with_shared(x, write) for j, x in enumerate(ids))
+            cids = canon_of.get(new_ids)
+            if cids is None:
+                cids = canon_of[new_ids] = sp.canon_ids(new_ids)
+            nk = (cids, new_shared)
+            n = index.get(nk)
+            if n is None:
+                n = index[nk] = len(keys)
+                keys.append(nk)
+                parent.append(g)
+            succ.append(n)
+            if classify is not None:
+                masks.append(mask)
+            targets.append(n)
+            edges += count
+        for k, mv in bad:
+            for name in mv.props:
+                first_bad.setdefault(("step_property", name), (g, targets[k]))
+        syncs.extend((i, mv) for mv in sync_moves)
+    return edges, syncs
 
 
 def _joint_steps(sp: _Space, g: int, syncs: list[tuple[int, _Move]],
@@ -770,35 +350,3 @@ def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], par
         else:  # pragma: no cover
             raise AssertionError(f"{system.name}: no concrete step breaking {last[1]}")
     return SystemCounterexample(system, tuple(steps), tuple(configs))
-
-
-_LINE = re.compile(r"^\s*(?:\d+\.\s*)?(?P<who>q\d+|all|system)\s+(?P<trigger>\S+)(?P<rest>.*)$")
-
-
-def replay_system(system: System, text: str) -> list[SystemConfig]:
-    """Replay a numbered step list (as ``steps_text`` prints it); a ValueError names the step
-    that is not enabled."""
-    cfg = system.initial_config()
-    out = [cfg]
-    for n, line in enumerate((x for x in text.splitlines() if x.strip()), 1):
-        m = _LINE.match(line)
-        if not m:
-            raise ValueError(f"step {n}: cannot read {line!r}; expected 'q0 trigger k=v ...'")
-        want = SystemTraceStep(m["who"], m["trigger"], tuple(sorted(
-            (k, _parse(v)) for k, v in (kv.split("=", 1) for kv in m["rest"].split()))))
-        for step in system.enabled(cfg):
-            if label(step) == want:
-                cfg = step.after
-                out.append(cfg)
-                break
-        else:
-            raise ValueError(f"step {n} ({line.strip()}) is not enabled here")
-    return out
-
-
-def _parse(x: str) -> Value:
-    if x in ("True", "False"):
-        return x == "True"
-    if re.fullmatch(r"-?\d+", x):
-        return int(x)
-    return x

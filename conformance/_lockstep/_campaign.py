@@ -144,7 +144,7 @@ def _machine_class(system: System, factory: AdapterFactory, forbidden: frozenset
 
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
-            action = self._draw(data)
+            action = _draw_action(self.run, self.swarm, instances, data)
             if action is None:
                 return
             try:
@@ -154,20 +154,6 @@ def _machine_class(system: System, factory: AdapterFactory, forbidden: frozenset
                 record.add(self.run)
             self.deepest = max(self.deepest, *(protocol.view(c).get("submissions", 0)
                                                for c in self.run.configs))
-
-        def _draw(self, data: st.DataObject) -> Action | None:
-            # Indices, not sampled_from: the lists change every step, and a fresh
-            # sampled_from strategy per draw costs more than the step it picks.
-            options = self.run.options()
-            if self.swarm is not None:
-                # The swarm's kinds only; where none of them is enabled, every kind (a run
-                # that cannot move would test nothing).
-                options = [a for a in options if a.trigger in self.swarm] or options
-            slots = len(options) + len(options) // 4 + 1  # ~1 in 5: ask for something forbidden
-            n = data.draw(_index(slots), label="action")
-            if n < len(options):
-                return options[n]
-            return _draw_forbidden(self.run, self.swarm, instances, data)
 
         @invariant()
         def agrees_with_the_model(self) -> None:
@@ -188,6 +174,24 @@ def _machine_class(system: System, factory: AdapterFactory, forbidden: frozenset
                 record.trace_failure = record.trace_failure or self.run.trace_problem
 
     return Lockstep
+
+
+def _draw_action(run: Runner, swarm: frozenset[str] | None, instances: int,
+                 data: st.DataObject) -> Action | None:
+    """The next step: one the model allows, of the swarm's kinds, or about one in five times a
+    forbidden one (None when there is none to draw)."""
+    # Indices, not sampled_from: the lists change every step, and a fresh
+    # sampled_from strategy per draw costs more than the step it picks.
+    options = run.options()
+    if swarm is not None:
+        # The swarm's kinds only; where none of them is enabled, every kind (a run
+        # that cannot move would test nothing).
+        options = [a for a in options if a.trigger in swarm] or options
+    slots = len(options) + len(options) // 4 + 1  # ~1 in 5: ask for something forbidden
+    n = data.draw(_index(slots), label="action")
+    if n < len(options):
+        return options[n]
+    return _draw_forbidden(run, swarm, instances, data)
 
 
 def _draw_forbidden(run: Runner, swarm: frozenset[str] | None, instances: int,

@@ -76,69 +76,62 @@ def _check(lines: Iterable[str | bytes], first: bool, closure_limit: int,
 
 def _check_all(lines: Iterable[str | bytes], first: bool, closure_limit: int,
                machines: Mapping[str, Machine], at: list[int]) -> CheckReport:
+    """The streaming loop; ``at[0]`` holds the line being read, for the caller's fault report."""
     start = time.perf_counter()
     replayers: dict[str, _Replayer] = {}
     instances: dict[tuple[str, str], _Instance] = {}
     violations: list[Violation] = []
     undecided: list[Violation] = []
-    events = total = 0
-    decode = _DECODE
-    line_no = 0
-    stopped = False
-    try:
-        for line_no, line in enumerate(lines, start=1):
-            try:
-                e = decode(line)
-            except (msgspec.MsgspecError, RecursionError, ValueError) as exc:
-                retried = _retry(line_no, line, exc)
-                if retried is None:
-                    continue
-                e = retried
-            total += len(line)
-            if len(line) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
-                raise _too_big(line_no, line, total)
-            events += 1
-            inst = instances.get((e.machine, e.instance))
-            if inst is None:
-                inst = _open(e, line_no, replayers, instances, machines, closure_limit)
-            elif inst.done:
-                continue
-            r = inst.replayer
-            praw = bytes(e.params)
-            known = r.params.get(praw)
-            rest, name, params = known if known is not None else r.params_of(praw, line_no)
-            if e.seq != inst.seq + 1:
-                v = _incomplete(inst, e, line_no, line)
-            else:
-                inst.seq = e.seq
-                role = _NO_ROLE if name is None else (0 if name == inst.holder else 1)
-                vraw = bytes(e.vars)
-                key = (inst.configs, inst.logged, e.trigger, rest, role, e.from_, e.to, vraw)
-                got = r.memo.get(key)
-                if got is not None:
-                    inst.configs = got[0]
-                    inst.logged = e.to
-                    if not got[1]:
-                        inst.truncated = True
-                    if role == 1 and e.trigger in r.m.claims:
-                        inst.holder = name
-                    continue
-                found = _slow_step(r, inst, e, line_no, line, params, role, vraw, key)
-                if found is None:
-                    if role == 1 and e.trigger in r.m.claims:
-                        inst.holder = name
-                    continue
-                v = found
-            inst.done = True
-            (undecided if v.kind == "undecided" else violations).append(v)
-            if first:
-                stopped = True
-                break
-    except TraceError:
-        raise
-    except Exception:
+    events = total = line_no = 0
+    decode, stopped = _DECODE, False
+    for line_no, line in enumerate(lines, start=1):
         at[0] = line_no
-        raise
+        try:
+            e = decode(line)
+        except (msgspec.MsgspecError, RecursionError, ValueError) as exc:
+            retried = _retry(line_no, line, exc)
+            if retried is None:
+                continue
+            e = retried
+        total += len(line)
+        if len(line) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
+            raise _too_big(line_no, line, total)
+        events += 1
+        inst = instances.get((e.machine, e.instance))
+        if inst is None:
+            inst = _open(e, line_no, replayers, instances, machines, closure_limit)
+        elif inst.done:
+            continue
+        r = inst.replayer
+        praw = bytes(e.params)
+        known = r.params.get(praw)
+        rest, name, params = known if known is not None else r.params_of(praw, line_no)
+        if e.seq != inst.seq + 1:
+            v = _incomplete(inst, e, line_no, line)
+        else:
+            inst.seq = e.seq
+            role = _NO_ROLE if name is None else (0 if name == inst.holder else 1)
+            vraw = bytes(e.vars)
+            key = (inst.configs, inst.logged, e.trigger, rest, role, e.from_, e.to, vraw)
+            got = r.memo.get(key)
+            if got is None:
+                found = _slow_step(r, inst, e, line_no, line, params, role, vraw, key)
+            else:
+                found = None
+                inst.configs = got[0]
+                inst.logged = e.to
+                if not got[1]:
+                    inst.truncated = True
+            if found is None:
+                if role == 1 and e.trigger in r.m.claims:
+                    inst.holder = name
+                continue
+            v = found
+        inst.done = True
+        (undecided if v.kind == "undecided" else violations).append(v)
+        if first:
+            stopped = True
+            break
     if not events:
         raise TraceError(line_no, "no events: the input holds no trace line")
     return CheckReport(events, len(instances), time.perf_counter() - start,
