@@ -10,7 +10,7 @@ called "quint"; that mistake is answered with the flag to use."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -98,8 +98,7 @@ def export_command(
 
 
 def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
-    """The Quint module; what it cannot express is printed loudly on standard error (and
-    listed under ``not_expressed`` with --json), as it is written in the module's header."""
+    """The Quint module of a machine (see :func:`_write_quint`)."""
     from settled.conformance._explore._quint import ExportError, render_module
 
     try:
@@ -107,29 +106,11 @@ def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
     except ExportError as e:
         err.print(f"cannot export {model}: {e}")
         raise typer.Exit(3) from None
-    if out is not None:
-        out.write_text(rendered.text, encoding="utf-8")
-    for item in rendered.not_expressed:
-        err.print(f"NOT EXPRESSED in Quint (left out of the module): {item}")
-    if as_json:
-        emit({"model": model, "format": "quint", "path": str(out) if out else None,
-              "actions": list(rendered.actions), "invariants": list(rendered.invariants),
-              "temporal": list(rendered.temporal),
-              "not_expressed": list(rendered.not_expressed), "notes": list(rendered.notes),
-              "text": None if out else rendered.text}, 3 if rendered.not_expressed else 0)
-    elif out is None:
-        print(rendered.text, end="")
-    else:
-        err.print(f"wrote {out} ({len(rendered.actions)} actions, {len(rendered.invariants)} "
-                  f"invariants, {len(rendered.temporal)} temporal properties; quint run "
-                  "checks the invariants, not the temporal properties)")
-    if rendered.not_expressed:  # written, but incomplete: never a silent success
-        raise typer.Exit(3)
+    _write_quint(rendered, out, as_json, {"model": model}, "")
 
 
 def _export_quint_system(system: System, out: Path | None, as_json: bool) -> None:
-    """A system's Quint module; what it leaves out is printed on standard error and listed
-    under ``not_expressed``, and the command then exits 3."""
+    """A system's Quint module (see :func:`_write_quint`)."""
     from settled.conformance._explore._quint import ExportError
     from settled.conformance._explore._quint_system import render_system_module
 
@@ -138,13 +119,22 @@ def _export_quint_system(system: System, out: Path | None, as_json: bool) -> Non
     except ExportError as e:
         err.print(f"cannot export {system.name}: {e}")
         raise typer.Exit(3) from None
+    _write_quint(rendered, out, as_json,
+                 {"model": system.name, "system": True, "instances": system.instances},
+                 f"{system.meaning}: ")
+
+
+def _write_quint(rendered: Any, out: Path | None, as_json: bool, head: dict[str, Any],
+                 meaning: str) -> None:
+    """Write a rendered module; what it cannot express is printed loudly on standard error
+    (and listed under ``not_expressed`` with --json), as it is written in the module's
+    header, and the command then exits 3: written, but incomplete, never a silent success."""
     if out is not None:
         out.write_text(rendered.text, encoding="utf-8")
     for item in rendered.not_expressed:
         err.print(f"NOT EXPRESSED in Quint (left out of the module): {item}")
     if as_json:
-        emit({"model": system.name, "system": True, "instances": system.instances,
-              "format": "quint", "path": str(out) if out else None,
+        emit({**head, "format": "quint", "path": str(out) if out else None,
               "actions": list(rendered.actions), "invariants": list(rendered.invariants),
               "temporal": list(rendered.temporal),
               "not_expressed": list(rendered.not_expressed), "notes": list(rendered.notes),
@@ -152,7 +142,7 @@ def _export_quint_system(system: System, out: Path | None, as_json: bool) -> Non
     elif out is None:
         print(rendered.text, end="")
     else:
-        err.print(f"wrote {out} ({system.meaning}: {len(rendered.actions)} actions, "
+        err.print(f"wrote {out} ({meaning}{len(rendered.actions)} actions, "
                   f"{len(rendered.invariants)} invariants, {len(rendered.temporal)} temporal "
                   "properties; quint run checks the invariants, not the temporal properties)")
     if rendered.not_expressed:
