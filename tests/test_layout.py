@@ -173,3 +173,20 @@ def test_the_function_length_check_counts_the_body_without_its_docstring() -> No
     lengths = _function_lengths("probe.py", text)
     assert lengths == {"probe.py::C.m": 61, "probe.py::f": 61, "probe.py::g": 1}
     assert {n for n, k in lengths.items() if k > LONG_FUNCTION} == {"probe.py::C.m", "probe.py::f"}
+
+
+def test_every_exploration_module_imports_first_in_a_fresh_interpreter() -> None:
+    """No import cycle hides behind load order: each module of the exploration room, imported
+    before any other in its own interpreter, loads."""
+    import subprocess
+    import sys
+
+    names = sorted(p.stem for p in (ROOT / "conformance" / "_explore").glob("*.py")
+                   if p.stem != "__init__")
+    assert len(names) > 10, names
+    running = {n: subprocess.Popen([sys.executable, "-c",
+                                    f"import settled.conformance._explore.{n}"],
+                                   stderr=subprocess.PIPE, text=True) for n in names}
+    failed = {n: (p.communicate()[1].strip().splitlines() or ["?"])[-1]
+              for n, p in running.items() if p.wait() != 0}
+    assert not failed, failed

@@ -44,7 +44,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from settled.model import Params, Protocol
 from settled.model import expr as x
@@ -399,32 +399,67 @@ def _kind(value: Any) -> str:
 
 # The machine's model text is assembled in ``_promela_machine``; running SPIN and the LTL of
 # progress properties live in ``_spin_run`` and ``_spin_ltl``. Their names stay importable
-# from here.
-from ._promela_machine import render_machine  # noqa: E402
-from ._spin_ltl import (  # noqa: E402
-    LTL_HOLDS,
-    LTL_NOT_CHECKED,
-    LTL_VIOLATED,
-    ProgressAgreement,
-    SpinLiveness,
-    compare_progress,
-    render_ltl,
-    run_ltl,
-)
-from ._spin_run import (  # noqa: E402
-    HANDOFF_DEPTH,
-    HASH_BITS,
-    Agreement,
-    SpinFailed,
-    SpinFinding,
-    SpinResult,
-    SpinUnavailable,
-    compare,
-    findings,
-    our_steps,
-    run_spin,
-    tools,
-)
+# from here, loaded on first use (PEP 562): those modules import this one, so importing them
+# here at load time would make importing any of them first a circular import.
+if TYPE_CHECKING:
+    from ._promela_machine import render_machine
+    from ._spin_ltl import (
+        LTL_HOLDS,
+        LTL_NOT_CHECKED,
+        LTL_VIOLATED,
+        ProgressAgreement,
+        SpinLiveness,
+        compare_progress,
+        render_ltl,
+        run_ltl,
+    )
+    from ._spin_run import (
+        HANDOFF_DEPTH,
+        HASH_BITS,
+        Agreement,
+        SpinFailed,
+        SpinFinding,
+        SpinResult,
+        SpinUnavailable,
+        compare,
+        findings,
+        our_steps,
+        run_spin,
+        tools,
+    )
+
+_MOVED = {
+    "render_machine": "_promela_machine",
+    "LTL_HOLDS": "_spin_ltl",
+    "LTL_NOT_CHECKED": "_spin_ltl",
+    "LTL_VIOLATED": "_spin_ltl",
+    "ProgressAgreement": "_spin_ltl",
+    "SpinLiveness": "_spin_ltl",
+    "compare_progress": "_spin_ltl",
+    "render_ltl": "_spin_ltl",
+    "run_ltl": "_spin_ltl",
+    "HANDOFF_DEPTH": "_spin_run",
+    "HASH_BITS": "_spin_run",
+    "Agreement": "_spin_run",
+    "SpinFailed": "_spin_run",
+    "SpinFinding": "_spin_run",
+    "SpinResult": "_spin_run",
+    "SpinUnavailable": "_spin_run",
+    "compare": "_spin_run",
+    "findings": "_spin_run",
+    "our_steps": "_spin_run",
+    "run_spin": "_spin_run",
+    "tools": "_spin_run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _MOVED:
+        return getattr(importlib.import_module(f"{__package__}.{_MOVED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["HANDOFF_DEPTH", "HASH_BITS", "LTL_HOLDS", "LTL_NOT_CHECKED", "LTL_VIOLATED",
            "UNKNOWN", "Agreement", "Check", "ExportError", "ProgressAgreement", "PromelaModel",

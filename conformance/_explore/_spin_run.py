@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._promela import Check, PromelaModel
+if TYPE_CHECKING:  # _promela re-exports this module's names: no import cycle at run time
+    from ._promela import Check, PromelaModel
 
 
 class SpinUnavailable(RuntimeError):
