@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,3 +55,25 @@ def pg_url() -> Iterator[str]:
     # worker process loses nothing either way (see impl/shared/_pgcluster.py).
     with Cluster(durable=False) as cluster:
         yield cluster.url()
+
+
+def need_spin() -> None:
+    """Skip in one line without SPIN (Debian's spin and a C compiler); under CI=true, fail."""
+    if shutil.which("spin") and (shutil.which("cc") or shutil.which("gcc")):
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI=true and spin (Debian package spin) or cc is missing: SPIN must run in CI")
+    pytest.skip("spin not installed (apt-get install spin)")
+
+
+def need_quint() -> str:
+    """quint's path; skip in one line without it; under CI=true, fail."""
+    from settled.conformance._explore._quint import INSTALL
+
+    found = shutil.which("quint")
+    if found:
+        return found
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and quint is missing ({INSTALL}): the Quint export must be "
+                    "typechecked in CI")
+    pytest.skip(f"quint not installed ({INSTALL})")

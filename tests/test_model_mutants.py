@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import need_spin
 
 from settled.conformance.mutants._model import (
     BOUND_OFF_BY_ONE,
@@ -29,14 +29,6 @@ from settled.conformance.mutants._model import (
 from settled.model import LEDGER, MACHINES
 
 CATALOGUE = catalogue()
-
-
-def need_spin() -> None:
-    if shutil.which("spin") and (shutil.which("cc") or shutil.which("gcc")):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true and spin (Debian package spin) or cc is missing: SPIN must run in CI")
-    pytest.skip("spin not installed (apt-get install spin)")
 
 
 def _param(m: ModelMutant) -> object:

@@ -16,20 +16,13 @@ import sys
 from typing import Any
 
 import pytest
+from conftest import need_spin
 
 from settled.conformance._counterexample import TraceStep, replay
 from settled.conformance._explore import explore
 from settled.conformance._explore._promela import compare, findings, render_machine, run_spin
 from settled.model import LEDGER, MACHINES, Invariant, Protocol
 from settled.model._expr import V
-
-
-def need_spin() -> None:
-    if shutil.which("spin") and (shutil.which("cc") or shutil.which("gcc")):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true and spin (Debian package spin) or cc is missing: SPIN must run in CI")
-    pytest.skip("spin not installed (apt-get install spin)")
 
 
 @pytest.mark.parametrize("name", sorted(MACHINES))

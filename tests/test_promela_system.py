@@ -12,27 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import need_spin
 
 from settled.conformance._explore._promela import run_spin
 from settled.conformance._explore._promela_system import compare_system, render_system, system_findings
 from settled.conformance._explore._system import explore_system, replay_system
 from settled.model._system import System
 from settled.model.systems import build_approval_system, build_ledger_system, build_query_system
-
-
-def need_spin() -> None:
-    if shutil.which("spin") and (shutil.which("cc") or shutil.which("gcc")):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true and spin (Debian package spin) or cc is missing: SPIN must run in CI")
-    pytest.skip("spin not installed (apt-get install spin)")
-
 
 # The smallest size of each system where its instances interact: two instances each. The
 # query system's bounds are cut to one lease epoch and one condition version so pan.c

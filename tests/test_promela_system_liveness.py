@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 from typing import Any
 
 import pytest
 import typer
+from conftest import need_spin
 from typer.testing import CliRunner
 
 from settled.conformance._explore._promela import run_spin
@@ -33,14 +32,6 @@ from settled.model import Effect, Guard, Refinement, System, Variable
 from settled.model.expr import S, when
 from settled.model.progress import liveness_of
 from settled.model.systems import build_approval_system, build_ledger_system, build_query_system
-
-
-def need_spin() -> None:
-    if shutil.which("spin") and (shutil.which("cc") or shutil.which("gcc")):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true and spin (Debian package spin) or cc is missing: SPIN must run in CI")
-    pytest.skip("spin not installed (apt-get install spin)")
 
 # Two instances each, the query system cut to one lease epoch and one condition version.
 SMALL = {

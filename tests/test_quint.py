@@ -12,16 +12,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import need_quint
 
-from settled.conformance._explore._quint import INSTALL, render_module
+from settled.conformance._explore._quint import render_module
 from settled.model import APPROVAL, LEDGER, MACHINES, Protocol
 from settled.model._liveness import Cmp, Liveness, Pred, Progress
 from settled.model.progress import liveness_of
@@ -29,16 +28,6 @@ from settled.model.progress import liveness_of
 # quint's simulator: the TypeScript backend (the default Rust one is downloaded on first use)
 # (a run stops at its first violation; a shipped machine takes every sample)
 RUN = ("--backend", "typescript", "--seed", "1", "--max-steps", "20")
-
-
-def need_quint() -> str:
-    found = shutil.which("quint")
-    if found:
-        return found
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true and quint is missing ({INSTALL}): the Quint export must be "
-                    "typechecked in CI")
-    pytest.skip(f"quint not installed ({INSTALL})")
 
 
 def write(tmp_path: Path, p: Protocol) -> Path:

@@ -13,17 +13,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import need_quint
 
-from settled.conformance._explore._quint import INSTALL
 from settled.conformance._explore._quint_system import QuintSystemModel, render_system_module
 from settled.conformance._explore._system import explore_system
 from settled.model import Config
@@ -38,16 +36,6 @@ SMALL: dict[str, Callable[[], System]] = {
     "query": lambda: build_query_system(queries=2, workers=1),
 }
 RUN = ("--backend", "typescript", "--seed", "1", "--max-steps", "30")
-
-
-def need_quint() -> str:
-    found = shutil.which("quint")
-    if found:
-        return found
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true and quint is missing ({INSTALL}): the Quint export must be "
-                    "typechecked in CI")
-    pytest.skip(f"quint not installed ({INSTALL})")
 
 
 def quint(*args: str) -> subprocess.CompletedProcess[str]:
