@@ -4,6 +4,7 @@ system) to check against, its instance count and the variables it cannot observe
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from settled.model import MACHINES, Protocol, System
 
@@ -34,12 +35,7 @@ def resolve_machine(machine: str | Protocol | None, adapter: Adapter) -> Protoco
 def probe(factory: AdapterFactory, machine: str | Protocol | None) -> tuple[Protocol, int,
                                                                           tuple[str, ...]]:
     """Build one adapter to learn the machine, instance count and contract; then close it."""
-    try:
-        adapter = factory()
-    except AdapterError:
-        raise
-    except Exception as exc:
-        raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
+    adapter = _build(factory)
     try:
         if not isinstance(adapter, Adapter):
             raise AdapterError(f"the adapter factory returned {type(adapter).__name__}, not a "
@@ -52,21 +48,14 @@ def probe(factory: AdapterFactory, machine: str | Protocol | None) -> tuple[Prot
         contract = Contract(protocol, frozenset(adapter.unobservable))
         return protocol, instances, tuple(sorted(contract.unobservable))
     finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            close()
+        _close(adapter)
 
 
 def probe_system(factory: AdapterFactory, machine: System | None
                  ) -> tuple[System | None, tuple[str, ...]]:
     """The system to check against (``machine`` if it is one, else the adapter's ``system``
     attribute; None: the adapter drives a machine) and the variables it cannot observe."""
-    try:
-        adapter = factory()
-    except AdapterError:
-        raise
-    except Exception as exc:
-        raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
+    adapter = _build(factory)
     try:
         own = machine if isinstance(machine, System) else getattr(adapter, "system", None)
         if own is not None and not isinstance(own, System):
@@ -83,6 +72,20 @@ def probe_system(factory: AdapterFactory, machine: System | None
         contract = Contract(own.machine, frozenset(adapter.unobservable))
         return own, tuple(sorted(contract.unobservable))
     finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            close()
+        _close(adapter)
+
+
+def _build(factory: AdapterFactory) -> Any:
+    """One adapter from the user's factory; what the factory raises is the adapter's error."""
+    try:
+        return factory()
+    except AdapterError:
+        raise
+    except Exception as exc:
+        raise AdapterError(f"the adapter factory raised {type(exc).__name__}: {exc}") from exc
+
+
+def _close(adapter: Any) -> None:
+    close = getattr(adapter, "close", None)
+    if callable(close):
+        close()

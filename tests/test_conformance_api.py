@@ -533,3 +533,31 @@ def test_adapter_is_an_abstract_base():
     with pytest.raises(TypeError):
         Adapter()  # type: ignore[abstract]
     assert issubclass(AdapterError, Exception)
+
+
+def test_a_factory_that_raises_or_returns_no_adapter_is_the_adapters_error() -> None:
+    """What a user's factory raises, or a factory that returns something else, is an
+    AdapterError naming it, for a machine and for a system; nothing half-built is left open."""
+    from settled.conformance._adapter import AdapterError
+    from settled.conformance._probe import probe, probe_system
+    from settled.model.systems import build_ledger_system
+
+    def raising() -> object:
+        raise ValueError("no database here")
+
+    closed: list[str] = []
+
+    class NotAnAdapter:
+        instances = 1
+
+        def close(self) -> None:
+            closed.append("closed")
+
+    for call in (lambda f: probe(f, "query"), lambda f: probe_system(f, None)):
+        with pytest.raises(AdapterError, match=r"the adapter factory raised ValueError: no database"):
+            call(raising)
+    with pytest.raises(AdapterError, match=r"returned NotAnAdapter, not a settled\.conformance"):
+        probe(NotAnAdapter, "query")
+    with pytest.raises(AdapterError, match=r"returned NotAnAdapter, not a settled\.conformance"):
+        probe_system(NotAnAdapter, build_ledger_system(calls=1))
+    assert closed == ["closed", "closed"]
