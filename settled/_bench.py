@@ -722,16 +722,19 @@ def _spin_figures(p: Protocol, table: Any, table_s: float, say: Say) -> dict[str
 
     try:
         say("explore: the same machine on SPIN (pan, from the Promela export)")
-        spin = run_spin(render_machine(p), trails=False)
+        # gcc -O0 (cc), as before tcc became the default: a pan of tcc's runs slower, and the
+        # ratio would flatter us
+        spin = run_spin(render_machine(p), trails=False, compiler="cc")
     except (SpinUnavailable, SpinFailed) as e:
         say(f"explore: SPIN figures SKIPPED: {e}")
         return {"spin_seconds": None, "spin_ratio": None, "spin_states": None,
-                "spin_compile_seconds": None, "spin_skipped": str(e)}
+                "spin_compile_seconds": None, "spin_compiler": None, "spin_skipped": str(e)}
     agreement = compare(table, spin)
     if not agreement.agree:
         raise RuntimeError(f"bench: SPIN and the explorer disagree: {agreement.disagreements}")
     return {"spin_seconds": round(spin.seconds, 3), "spin_states": spin.states,
             "spin_steps": spin.steps, "spin_compile_seconds": spin.compile_seconds,
+            "spin_compiler": f"{spin.compiler} -O0",
             "spin_ratio": round(table_s / spin.seconds, 2) if spin.seconds else 0.0,
             "spin_skipped": None}
 

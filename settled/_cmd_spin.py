@@ -51,6 +51,7 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
         emit({"model": model, "engine": "spin", **both.agreement.to_json(),
               "spin_seconds": both.spin.seconds,
               "spin_compile_seconds": both.spin.compile_seconds,
+              "spin_compiler": both.spin.compiler,
               "our_seconds": both.ours.seconds, "spin_memory_mb": both.spin.memory_mb,
               "spin_complete": both.spin.complete, "spin_search": _spin_search(both.spin),
               "findings": [f.to_json() for f in both.found],
@@ -124,7 +125,8 @@ def _machine_text(model: str, both: _MachineBoth) -> None:
     for key in ("states", "steps"):
         out.print(f"  {key:14}{agreement.ours[key]:>12,}{agreement.spin[key]:>12,}")
     out.print(f"  {'seconds':14}{ours.seconds:>12.3f}{spin.seconds:>12.3f}  (SPIN: pan's run; "
-              f"generating and compiling pan.c took {spin.compile_seconds:.1f}s more)")
+              f"generating and compiling pan.c with {spin.compiler} took "
+              f"{spin.compile_seconds:.1f}s more)")
     for line in _spin_search_text(_spin_search(spin)):
         out.print(line)
     for f in both.found:

@@ -198,6 +198,7 @@ def _emit_json(both: _Both) -> None:
     emit({"model": s.name, "system": True, "instances": s.instances, "meaning": s.meaning,
           "engine": "spin", **both.agreement.to_json(), "compared": both.compared,
           "spin_seconds": spin.seconds, "spin_compile_seconds": spin.compile_seconds,
+          "spin_compiler": spin.compiler,
           "our_seconds": round(ours.seconds, 3), "spin_memory_mb": spin.memory_mb,
           "spin_complete": spin.complete, "spin_search": _search(both),
           "findings": [f.to_json() for f in both.found],
@@ -218,7 +219,8 @@ def _print_text(both: _Both) -> None:
     if not both.compared:
         out.print("NOT COMPARED: " + _search(both)["not_compared"])
     out.print(f"  {'seconds':14}{ours.seconds:>12.3f}{spin.seconds:>12.3f}  (SPIN: pan's run; "
-              f"generating and compiling pan.c took {spin.compile_seconds:.1f}s more; "
+              f"generating and compiling pan.c with {spin.compiler} took "
+              f"{spin.compile_seconds:.1f}s more; "
               f"{spin.memory_mb:,.0f} MB)")
     for f in both.found:
         out.print(f"SPIN: {f.kind} {f.name} ({', '.join(f.rules) or '-'}): {f.text}")

@@ -76,10 +76,14 @@ def test_a_count_disagreement_is_reported() -> None:
     assert any(d.startswith("findings:") for d in agreement.disagreements)
 
 
-def cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, path: str | None = None,
+        cc: str | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
+    env.pop("CC", None)
     if path is not None:
         env["PATH"] = path
+    if cc is not None:
+        env["CC"] = cc
     return subprocess.run([sys.executable, "-m", "settled.cli", *args], capture_output=True,
                           text=True, env=env)
 
@@ -369,6 +373,58 @@ def test_a_spin_build_that_fails_under_cores_is_a_one_line_error(tmp_path: Any) 
     assert spin is not None
     (bin_dir / "spin").symlink_to(spin)
     path = f"{bin_dir}:{os.path.dirname(sys.executable)}:/usr/bin:/bin"
-    done = cli("explore", "ledger", "--engine", "spin", "--cores", "2", path=path)
+    done = cli("explore", "ledger", "--engine", "spin", "--cores", "2", path=path, cc="cc")
     assert done.returncode == 3, done.stderr
     assert done.stderr.strip().count("\n") == 0 and "cc failed" in done.stderr
+
+
+# --------------------------------------------------------------------------
+# The C compiler for pan: $CC, else tcc, else cc
+# --------------------------------------------------------------------------
+def _fake_tools(tmp_path: Any, *names: str) -> str:
+    """A PATH holding only executables called ``names`` (they are never run)."""
+    from pathlib import Path
+
+    bin_dir = Path(str(tmp_path))
+    for name in names:
+        (bin_dir / name).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / name).chmod(0o755)
+    return str(bin_dir)
+
+
+def test_pan_is_compiled_with_dollar_cc_else_tcc_else_cc(tmp_path: Any,
+                                                                 monkeypatch: Any) -> None:
+    from settled.conformance._explore._spin_run import tools
+
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", _fake_tools(tmp_path, "spin", "cc", "tcc", "gcc"))
+    assert os.path.basename(tools()[1]) == "tcc"
+    monkeypatch.setenv("CC", "gcc")
+    assert os.path.basename(tools()[1]) == "gcc"
+    assert os.path.basename(tools("cc")[1]) == "cc"  # an explicit compiler wins over $CC
+    (tmp_path / "tcc").unlink()
+    monkeypatch.delenv("CC")
+    assert os.path.basename(tools()[1]) == "cc"
+
+
+def test_a_cc_that_names_no_compiler_is_a_one_line_error_naming_it(tmp_path: Any) -> None:
+    need_spin()
+    done = cli("explore", "ledger", "--engine", "spin", cc="no-such-cc")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    assert "'no-such-cc' (CC) is not on the PATH" in done.stderr
+
+
+def test_tcc_and_gcc_build_pans_that_count_the_same() -> None:
+    """The default compiler (tcc, when installed) changes nothing but the build's time."""
+    need_spin()
+    if not shutil.which("tcc"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true and tcc (Debian package tcc) is missing: pan is built with it")
+        pytest.skip("tcc not installed (apt-get install tcc)")
+    model = render_machine(LEDGER)
+    quick, slow = run_spin(model, compiler="tcc"), run_spin(model, compiler="gcc")
+    assert (quick.compiler, slow.compiler) == ("tcc", "gcc")
+    assert (quick.stored, quick.transitions, quick.errors) == (
+        slow.stored, slow.transitions, slow.errors)
+    assert compare(explore(LEDGER), quick).agree

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # _promela re-exports this module's names: no import cycle at run time
@@ -58,6 +59,7 @@ class SpinResult:
     complete: bool
     compile_seconds: float
     no_step_states: int = 0
+    compiler: str = ""  # the C compiler that built pan (its file name: tcc, cc, gcc)
     raw: str = field(repr=False, default="")
     cores: int = 1
     handoff_depth: int | None = None  # multi-core: pan's -z
@@ -94,16 +96,31 @@ class SpinResult:
         return self.transitions - 2 - self.no_step_states
 
 
-def tools() -> tuple[str, str]:
-    """(spin, cc) paths, or :class:`SpinUnavailable` naming the package."""
+def tools(compiler: str | None = None) -> tuple[str, str]:
+    """(spin, cc) paths, or :class:`SpinUnavailable` naming the package.
+
+    The C compiler for pan: ``compiler`` when given, else ``$CC`` when it is set (a name on
+    the PATH or a path); else
+    Debian's ``tcc`` when it is installed; else ``cc`` or ``gcc``. tcc compiles pan.c in a
+    fraction of a second where gcc ``-O0`` takes seconds for one machine and minutes to
+    hours for a system's (megabytes of C), and its pan runs a little slower; the counts are
+    pan's either way."""
+    import os
     import shutil
 
     spin = shutil.which("spin")
     if spin is None:
         raise SpinUnavailable("spin is not installed (Debian/Ubuntu: apt-get install spin)")
-    cc = shutil.which("cc") or shutil.which("gcc")
+    chosen = compiler or os.environ.get("CC", "").strip()
+    if chosen:
+        cc = shutil.which(chosen)
+        if cc is None:
+            raise SpinUnavailable(f"the C compiler {chosen!r} (CC) is not on the PATH; unset "
+                                  "CC or install it (Debian/Ubuntu: apt-get install tcc)")
+        return spin, cc
+    cc = shutil.which("tcc") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise SpinUnavailable("no C compiler for SPIN's pan (Debian/Ubuntu: apt-get install gcc)")
+        raise SpinUnavailable("no C compiler for SPIN's pan (Debian/Ubuntu: apt-get install tcc)")
     return spin, cc
 
 
@@ -140,7 +157,7 @@ def _keep_only(k: int) -> Callable[[re.Match[str]], str]:
 
 def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
              memory_mb: int = 4096, trails: bool = True, optimize: str = "-O0",
-             hash_bits: int = HASH_BITS) -> SpinResult:
+             hash_bits: int = HASH_BITS, compiler: str | None = None) -> SpinResult:
     """Explore ``model`` with pan, every error counted (``-c0``), then one shortest trail per
     failing check, replayed and mapped to our labels.
 
@@ -156,16 +173,17 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
     trails always come from a single-core breadth-first search of the one failing check
     (bitstate too when ``bitstate``), so they are shortest whatever the search was.
 
-    ``optimize`` is the C compiler's flag for ``pan``: ``-O0`` compiles the query
-    machine's ``pan.c`` in about 9 s here, ``-O2`` in about 50 s, for a search of under a
-    second either way. spin, cc or pan failing (pan killed by a signal, or ending without
+    ``compiler`` is the C compiler for ``pan`` (:func:`tools`: by default ``$CC``, else
+    tcc, else cc) and ``optimize`` its flag: gcc ``-O0`` compiles the query machine's
+    ``pan.c`` in about 9 s here, ``-O2`` in about 50 s, tcc in 0.3 s, for a search of under
+    a second each. spin, cc or pan failing (pan killed by a signal, or ending without
     its report) is :class:`SpinFailed`."""
     import tempfile
     import time
 
     _check_search(bitstate, cores, hash_bits)
     with tempfile.TemporaryDirectory(prefix="settled-spin-") as tmp:
-        pan = _Pan(tmp, optimize, cores, bitstate, memory_mb)
+        pan = _Pan(tmp, optimize, cores, bitstate, memory_mb, compiler)
         base = ["-DNOREDUCE", "-DSAFETY", f"-DMEMLIM={memory_mb}"]
         if bitstate:
             base.append("-DBITSTATE")
@@ -192,7 +210,7 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
             for f in found:
                 f.steps = pan.trail(model, f, [*base, "-DBFS"], args[3:])
     return _result(model, out, found, seconds, compile_s, done.stderr, bitstate, cores,
-                   hash_bits)
+                   hash_bits, Path(pan.cc).name)
 
 
 def _check_search(bitstate: bool, cores: int, hash_bits: int) -> None:
@@ -212,18 +230,15 @@ class _Pan:
     """spin, cc and pan in one working directory."""
 
     def __init__(self, tmp: str, optimize: str, cores: int, bitstate: bool,
-                 memory_mb: int) -> None:
-        from pathlib import Path
-
+                 memory_mb: int, compiler: str | None = None) -> None:
         self.work = Path(tmp)
-        self.spin, self.cc = tools()
+        self.spin, self.cc = tools(compiler)
         self.optimize, self.cores, self.bitstate, self.memory_mb = (optimize, cores, bitstate,
                                                                     memory_mb)
 
     def build(self, text: str, flags: list[str]) -> float:
         import subprocess
         import time
-        from pathlib import Path
 
         (self.work / "model.pml").write_text(text, encoding="utf-8")
         t0 = time.perf_counter()
@@ -272,7 +287,7 @@ class _Pan:
 
 def _result(model: PromelaModel, out: str, found: list[SpinFinding], seconds: float,
             compile_s: float, stderr: str, bitstate: bool, cores: int,
-            hash_bits: int) -> SpinResult:
+            hash_bits: int, compiler: str) -> SpinResult:
     """pan's report as a :class:`SpinResult`."""
     # pan prints a count past 10^7 or so as 1.2345e+07: read both forms (the rounded one is
     # pan's own precision)
@@ -290,7 +305,7 @@ def _result(model: PromelaModel, out: str, found: list[SpinFinding], seconds: fl
         memory_mb=_num(r"^\s*([\d.]+)\s+total actual memory usage", out, float) or 0.0,
         bitstate=bitstate, hash_factor=_num(r"hash factor: ([\d.e+]+)", out, float),
         complete="search not completed" not in out and "max search depth too small" not in out,
-        compile_seconds=round(compile_s, 3), raw=out,
+        compile_seconds=round(compile_s, 3), raw=out, compiler=compiler,
         no_step_states=len(re.findall(r"^@T$", stderr, re.M)),
         cores=cores, handoff_depth=HANDOFF_DEPTH if cores > 1 else None,
         core_states=tuple(per_core.get(c, 0) for c in range(cores)) if cores > 1 else (),
