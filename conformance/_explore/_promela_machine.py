@@ -18,12 +18,16 @@ IND = "       "  # an option's body
 class _Codes:
     """One fail code per property, whichever option checks it (the table of checks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, indent: str = IND) -> None:
         self.checks: list[Check] = []
         self.codes: dict[tuple[str, int], int] = {}
+        self.indent = indent  # of the check's two lines, unless a call gives its own
 
     def coded(self, kind: str, name: str, index: int, cond: tuple[str, Any],
-              indent: str = IND) -> list[str]:
+              indent: str | None = None) -> list[str]:
+        """The lines that fail check (``kind``, ``index``) when ``cond`` (its Promela text and
+        its value when known) is false; nothing for a condition known to hold."""
+        indent = self.indent if indent is None else indent
         s, v = cond
         if v is not UNKNOWN and v:
             return []

@@ -42,7 +42,8 @@ from typing import Any
 from settled.model import Params, System, Transition
 from settled.model import expr as x
 
-from ._promela import UNKNOWN, Check, ExportError, PromelaModel, _Ctx, _ident, _Render
+from ._promela import UNKNOWN, ExportError, PromelaModel, _Ctx, _ident, _Render
+from ._promela_machine import _Codes
 from ._system import SystemTraceStep
 
 
@@ -148,34 +149,20 @@ def _machine_labels(r: _SystemRender) -> list[_Label]:
     return out
 
 
-class _Model:
+class _Model(_Codes):
     """Accumulates the text, the labels and the checks of one system's model."""
 
     def __init__(self, system: System) -> None:
+        super().__init__(indent="")
         self.s = system
         self.r = _SystemRender(system)
         self.labels = _machine_labels(self.r)
-        self.checks: list[Check] = []
-        self.codes: dict[tuple[str, int], int] = {}
         self.steps: list[SystemTraceStep] = []
         self.options: list[str] = []
         self.conditions: list[str] = []  # option K's enabling condition
         self.steps_of: list[tuple[tuple[str, str, Params], ...]] = []  # its fairness keys
         sv = _Ctx(None)
         self.bound = {b.param: self.r.expr(b.expr, sv) for b in system.bind}
-
-    # -- helpers --------------------------------------------------------------------
-    def coded(self, kind: str, name: str, index: int, cond: tuple[str, Any]) -> list[str]:
-        s, v = cond
-        if v is not UNKNOWN and v:
-            return []
-        k = self.codes.get((kind, index))
-        if k is None:
-            self.checks.append(Check(kind, name, index))
-            k = self.codes[(kind, index)] = len(self.checks)
-        test = f"!{s}" if v is UNKNOWN else "1"
-        return [f"if :: {test} -> fail = {k} :: else -> skip fi;",
-                f"assert(fail != {k}); fail = 0;"]
 
     def fits(self, lab: _Label) -> tuple[str, Any]:
         """The label's own condition and the system's bindings of its parameters."""

@@ -30,7 +30,13 @@ def _lit(codes: Mapping[Any, int], value: Any) -> str:
 
 def _pred(r_codes: Mapping[Any, int], pred: Any, kinds: Mapping[str, str]) -> str:
     """A machine's predicate (``model._liveness.Pred``) over ``st`` and the variables."""
-    parts = ["started"]
+    return "(" + " && ".join(["started", *pred_parts(r_codes, pred, kinds)]) + ")"
+
+
+def pred_parts(r_codes: Mapping[Any, int], pred: Any, kinds: Mapping[str, str]) -> list[str]:
+    """The conjuncts of a predicate's machine part: its states and its comparisons of the
+    machine's variables (a system renders them once per instance)."""
+    parts = []
     if pred.states:
         inside = " || ".join(f"st == {_ident(s)}" for s in pred.states)
         parts.append(f"!({inside})" if pred.outside else f"({inside})")
@@ -38,7 +44,7 @@ def _pred(r_codes: Mapping[Any, int], pred: Any, kinds: Mapping[str, str]) -> st
         if kinds.get(c.variable) == "tuple":
             raise ExportError(f"`{c.text()}`: a tuple in a progress predicate")
         parts.append(f"(v_{c.variable} {c.op} {_lit(r_codes, c.value)})")
-    return "(" + " && ".join(parts) + ")"
+    return parts
 
 
 def render_ltl(model: PromelaModel, liveness: Any, prop: Any) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 
 from settled.model import System
 
-from ._promela import ExportError, PromelaModel, _ident
+from ._promela import ExportError, PromelaModel
 from ._spin_ltl import (
     LTL_NOT_CHECKED,
     LTL_VIOLATED,
@@ -41,6 +41,7 @@ from ._spin_ltl import (
     SpinLiveness,
     _lit,
     instrument,
+    pred_parts,
     run_pan_ltl,
 )
 
@@ -52,14 +53,7 @@ def _pred(model: PromelaModel, system: System, rename: Callable[[str, int], str]
     from ._promela import _kind
 
     kinds = {v.name: _kind(v.initial) for v in system.machine.variables}
-    one = []
-    if pred.states:
-        inside = " || ".join(f"st == {_ident(s)}" for s in pred.states)
-        one.append(f"!({inside})" if pred.outside else f"({inside})")
-    for c in pred.where:
-        if kinds.get(c.variable) == "tuple":
-            raise ExportError(f"`{c.text()}`: a tuple in a progress predicate")
-        one.append(f"(v_{c.variable} {c.op} {_lit(model.codes, c.value)})")
+    one = pred_parts(model.codes, pred, kinds)
     parts = ["started"]
     if one:
         inst = "(" + " && ".join(one) + ")"

@@ -48,6 +48,8 @@ from settled.conformance._explore import _Local
 from settled.impl.shared._crash import CRASH_EXIT_CODE, CrashNow, install_boundary_hook
 from settled.model import Config, Params, Protocol, Value
 
+from ._tour import path_to
+
 __all__ = ["CHILD_EVERY", "Operation", "SweepReport", "crash_triggers", "operations", "sweep"]
 
 # Every CHILD_EVERY-th boundary of a machine (counted over all its operations) is also crashed
@@ -105,21 +107,12 @@ def operations(protocol: Protocol) -> list[Operation]:
     parent: list[tuple[int, Step] | None] = [None] * len(space.configs)
     found: dict[int, Operation] = {}
 
-    def path_to(c: int) -> list[Step]:
-        out: list[Step] = []
-        link = parent[c]
-        while link is not None:
-            c, step = link
-            out.append(step)
-            link = parent[c]
-        return out[::-1]
-
     for cid in range(space.expanded):  # ids are breadth-first: the first path found is shortest
         for k in space.labels_from(cid):
             t, params = space.labels[k]
             dest = space.label_dest[k]
             if id(t) not in found:
-                found[id(t)] = Operation(names[id(t)], (*path_to(cid), (t.trigger, params)),
+                found[id(t)] = Operation(names[id(t)], (*path_to(parent, cid), (t.trigger, params)),
                                          space.configs[cid])
             if parent[dest] is None and dest != 0:
                 parent[dest] = (cid, (t.trigger, params))

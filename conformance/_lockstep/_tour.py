@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from settled.conformance._lockstep._shrink import longest_paths
 from settled.model import Config, Params, Protocol, System, Transition, Value
@@ -18,6 +18,8 @@ from settled.model import Config, Params, Protocol, System, Transition, Value
 from .._explore import _Local
 from ._action import Action, transition_label
 from ._coverage import edge_of
+
+T = TypeVar("T")  # a step of a search's tree: an Action, or a (trigger, params) pair
 
 
 def tour_of(system: System, forbidden: frozenset[str]) -> list[list[Action]]:
@@ -276,10 +278,11 @@ class _Refusals:
         return out
 
 
-def path_to(parent: Any, c: Any) -> list[Action]:
+def path_to(parent: Sequence[tuple[Any, T] | None] | Mapping[Any, tuple[Any, T] | None],
+            c: Any) -> list[T]:
     """The run to ``c`` in a search's tree: ``parent[c]`` is the (configuration, step) that
     first reached ``c``, None at the root (a list indexed by id, or a dict)."""
-    out: list[Action] = []
+    out: list[T] = []
     link = parent[c]
     while link is not None:
         c, action = link
