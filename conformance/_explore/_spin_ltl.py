@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._promela import ExportError, PromelaModel, _ident, _kind
-from ._spin_run import SpinFailed, _count, _num, tools
+from ._spin_run import SPIN_OPTIONS, SpinFailed, _count, _num, tools
 
 _CHECK_LINE = re.compile(r"^\s*(if :: .* -> fail = \d+ :: else -> skip fi;|"
                          r"assert\(fail != \d+\); fail = 0;)\s*$")
@@ -199,7 +199,7 @@ def run_pan_ltl(text: str, name: str, labels: Sequence[Any], *, memory_mb: int =
     with tempfile.TemporaryDirectory(prefix="settled-ltl-") as tmp:
         work = Path(tmp)
         (work / "model.pml").write_text(text, encoding="utf-8")
-        for cmd in ([spin, "-a", "model.pml"],
+        for cmd in ([spin, *SPIN_OPTIONS, "-a", "model.pml"],
                     [cc, optimize, "-w", "-o", "pan", "-DNOREDUCE", f"-DMEMLIM={memory_mb}",
                      "pan.c"]):
             done = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
@@ -213,8 +213,8 @@ def run_pan_ltl(text: str, name: str, labels: Sequence[Any], *, memory_mb: int =
             return SpinLiveness(name, LTL_NOT_CHECKED, seconds=seconds, states=states, why=why)
         if not _num(r"errors: (\d+)", out):
             return SpinLiveness(name, LTL_HOLDS, seconds=seconds, states=states)
-        replay = subprocess.run([spin, "-t", "-B", "model.pml"], cwd=work, capture_output=True,
-                                text=True)
+        replay = subprocess.run([spin, *SPIN_OPTIONS, "-t", "-B", "model.pml"], cwd=work,
+                                capture_output=True, text=True)
     prefix, cycle, marked = _lasso_labels(replay.stdout, labels)
     return SpinLiveness(name, LTL_VIOLATED, prefix, cycle, seconds, states,
                         why="" if marked else "the trail replayed without its cycle mark")
