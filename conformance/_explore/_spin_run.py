@@ -99,12 +99,11 @@ class SpinResult:
 def tools(compiler: str | None = None) -> tuple[str, str]:
     """(spin, cc) paths, or :class:`SpinUnavailable` naming the package.
 
-    The C compiler for pan: ``compiler`` when given, else ``$CC`` when it is set (a name on
-    the PATH or a path); else
-    Debian's ``tcc`` when it is installed; else ``cc`` or ``gcc``. tcc compiles pan.c in a
-    fraction of a second where gcc ``-O0`` takes seconds for one machine and minutes to
-    hours for a system's (megabytes of C), and its pan runs a little slower; the counts are
-    pan's either way."""
+    The C compiler for pan: ``compiler`` when given; else ``$CC`` when it is set (a name on
+    the PATH or a path); else Debian's ``tcc`` when it is installed; else ``cc`` or ``gcc``.
+    tcc compiles pan.c in a fraction of a second where gcc ``-O0`` takes seconds for one
+    machine and minutes to hours for a system's (megabytes of C); its pan runs a little
+    slower, and the counts are pan's either way."""
     import os
     import shutil
 
@@ -115,8 +114,10 @@ def tools(compiler: str | None = None) -> tuple[str, str]:
     if chosen:
         cc = shutil.which(chosen)
         if cc is None:
-            raise SpinUnavailable(f"the C compiler {chosen!r} (CC) is not on the PATH; unset "
-                                  "CC or install it (Debian/Ubuntu: apt-get install tcc)")
+            if compiler:
+                raise SpinUnavailable(f"the C compiler {chosen!r} is not on the PATH; install it")
+            raise SpinUnavailable(f"the C compiler {chosen!r} (CC) is not on the PATH; install "
+                                  "it, or unset CC to use tcc or cc")
         return spin, cc
     cc = shutil.which("tcc") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
@@ -139,7 +140,7 @@ HANDOFF_DEPTH = 20
 HASH_BITS = 28  # bitstate: pan's -w28, a 2^28-bit (32 MB) hash array
 # spin's own optimisations off, all three: dataflow (-o1), dead variables (-o2) and statement
 # merging (-o3). Together they make `spin -a` about 9 times faster on a system's model (51 s to
-# 6 s on the approval system here; the 3-query system's: about 13 CPU-minutes to 1.3) and leave
+# 6 s on the approval system here; the 3-query system's: about 13 CPU-minutes to 1.3-2) and leave
 # every count as it was (the engines' agreement tests hold it); a trail is replayed with the
 # same options, or its steps would not be the model's.
 SPIN_OPTIONS = ("-o1", "-o2", "-o3")
