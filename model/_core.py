@@ -371,6 +371,14 @@ class Protocol:
     def variable_names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variables)
 
+    @property
+    def plan(self) -> Mapping[str, tuple[tuple[Params, tuple[Transition, ...]], ...]]:
+        """Per state, what ``enabled`` tries, in its order: each parameter assignment with
+        the transitions of one trigger group that it fits, in declaration order (the first
+        of them whose guards hold fires). Exporters and the trace checker walk it so that
+        they offer exactly the steps the oracle does."""
+        return self._plan
+
     def transitions_from(self, state: str) -> tuple[Transition, ...]:
         return self._by_source.get(state, ())
 

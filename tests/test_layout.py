@@ -102,6 +102,47 @@ def test_the_public_model_check_sees_a_private_import() -> None:
     assert "settled.model._core.Value" in _imports(probe, "from ..model._core import Value\n")
 
 
+def _private_names(sources: list[str]) -> tuple[set[str], set[str]]:
+    """(the private attribute names these sources define, the private ones they read): a
+    name is defined by ``self._x = ...``, a class-level ``_x`` or a method ``def _x``."""
+    defined: set[str] = set()
+    read: set[str] = set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        defined.add(item.name)
+                    elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        defined.add(item.target.id)
+                    elif isinstance(item, ast.Assign):
+                        defined.update(t.id for t in item.targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.Attribute):
+                (defined if isinstance(node.ctx, ast.Store) else read).add(node.attr)
+    private = {n for n in defined | read if n.startswith("_") and not n.startswith("__")}
+    return defined & private, read & private
+
+
+def _reads_of_model_privates(layer_sources: list[str]) -> set[str]:
+    """The model's private attributes that a layer reads without defining one of that name
+    itself (a name both define is the layer's own: ``_index`` on its own classes)."""
+    model, _ = _private_names([p.read_text() for p in (ROOT / "model").rglob("*.py")])
+    own, read = _private_names(layer_sources)
+    return (read & model) - own
+
+
+def test_the_kit_and_the_command_line_read_no_private_attribute_of_the_model() -> None:
+    bad = {f"{layer}: {name}" for layer in ("conformance", "settled")
+           for name in _reads_of_model_privates([p.read_text()
+                                                 for p in (ROOT / layer).rglob("*.py")])}
+    assert not bad, f"give the model a public name for these: {sorted(bad)}"
+
+
+def test_the_private_attribute_check_sees_a_read_of_the_plan() -> None:
+    assert _reads_of_model_privates(["def f(p):\n    return p._plan\n"]) == {"_plan"}
+    assert not _reads_of_model_privates(["def f(p):\n    return p.plan\n"])
+
+
 # Functions a reader can hold in mind: no function body over about 60 lines, but these, each
 # with its length today: the three machine builders, which are declaration tables (one edge
 # a line). A listed function may not grow past its length.

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from settled.model import Params, Protocol
+from settled.model import Params, Protocol, Transition
 from settled.model import expr as x
 
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
@@ -294,6 +294,27 @@ class _Render:
     def _not(part: tuple[str, Any]) -> tuple[str, Any]:
         s, v = part
         return (f"(!{s})", UNKNOWN) if v is UNKNOWN else ("", not v)
+
+    def plan(self, p: Protocol) -> Iterator[tuple[str, Params, Transition, str, _Ctx,
+                                               tuple[str, Any], tuple[tuple[str, Any], ...]]]:
+        """The labels a machine can take, in ``Protocol.plan``'s order: (state, params,
+        transition, destination, context, its guard, the guards of the group's earlier
+        members, which must fail). The first transition of a group whose guards hold fires,
+        as in ``Protocol.enabled``: a guard that never holds is passed over, and after one
+        that always holds the rest never fire."""
+        for state, plan in p.plan.items():
+            for params, fitting in plan:
+                earlier: list[tuple[str, Any]] = []
+                for t in fitting:
+                    dest = state if t.dest is None else t.dest
+                    ctx = _Ctx(params, t.trigger, t.actor, state, dest, frozenset(t.effect.writes))
+                    guard = self._and([self.expr(g.expr, ctx) for g in t.guards])
+                    if guard[1] is not UNKNOWN and not guard[1]:
+                        continue
+                    yield state, params, t, dest, ctx, guard, tuple(earlier)
+                    if guard[1] is not UNKNOWN:
+                        break
+                    earlier.append(guard)
 
     def _var(self, space: str, name: str, ctx: _Ctx) -> tuple[str, Any]:
         if space == "P":

@@ -94,25 +94,13 @@ class _Options:
         self.conditions: list[str] = []
 
     def all(self) -> None:
-        """Every label, in ``Protocol._plan``'s order: the first transition of a group whose
+        """Every label, in ``Protocol.plan``'s order: the first transition of a group whose
         guards hold fires, as in ``Protocol.enabled``."""
-        r = self.r
-        for state, plan in self.p._plan.items():
-            for params, fitting in plan:
-                earlier: list[str] = []
-                for t in fitting:
-                    dest = state if t.dest is None else t.dest
-                    ctx = _Ctx(params, t.trigger, t.actor, state, dest, frozenset(t.effect.writes))
-                    guard = r._and([r.expr(g.expr, ctx) for g in t.guards])
-                    if guard[1] is not UNKNOWN and not guard[1]:
-                        continue
-                    conds = [f"st == {_ident(state)}", *earlier]
-                    if guard[1] is UNKNOWN:
-                        conds.append(guard[0])
-                    self.one(t, params, ctx, conds)
-                    if guard[1] is not UNKNOWN:  # always enabled: the rest never fires
-                        break
-                    earlier.append(f"!{guard[0]}")
+        for state, params, t, _dest, ctx, guard, earlier in self.r.plan(self.p):
+            conds = [f"st == {_ident(state)}", *(f"!{g[0]}" for g in earlier)]
+            if guard[1] is UNKNOWN:
+                conds.append(guard[0])
+            self.one(t, params, ctx, conds)
 
     def one(self, t: Transition, params: Params, ctx: _Ctx, conds: list[str]) -> None:
         r, lines = self.r, self.lines

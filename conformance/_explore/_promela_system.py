@@ -130,22 +130,10 @@ class _Label:
 def _machine_labels(r: _SystemRender) -> list[_Label]:
     """The machine's labels with their conditions, as ``render_machine`` renders them (the
     first transition of a group whose guards hold fires, as in ``Protocol.enabled``)."""
-    p = r.p
     out = []
-    for state, plan in p._plan.items():
-        for params, fitting in plan:
-            earlier: list[tuple[str, Any]] = []
-            for t in fitting:
-                dest = state if t.dest is None else t.dest
-                ctx = _Ctx(params, t.trigger, t.actor, state, dest, frozenset(t.effect.writes))
-                guard = r._and([r.expr(g.expr, ctx) for g in t.guards])
-                if guard[1] is not UNKNOWN and not guard[1]:
-                    continue
-                cond = r._and([(f"st == {_ident(state)}", UNKNOWN), *earlier, guard])
-                out.append(_Label(t, params, state, dest, cond, ctx))
-                if guard[1] is not UNKNOWN:
-                    break
-                earlier.append(r._not(guard))
+    for state, params, t, dest, ctx, guard, earlier in r.plan(r.p):
+        cond = r._and([(f"st == {_ident(state)}", UNKNOWN), *map(r._not, earlier), guard])
+        out.append(_Label(t, params, state, dest, cond, ctx))
     return out
 
 

@@ -38,7 +38,7 @@ class _Replayer:
         self.observables = frozenset(t.observable for t in p.transitions if t.observable)
         self._index = {v.name: i for i, v in enumerate(p.variables)}
         # Per state: the trigger groups that contain a hidden transition (with params to try).
-        plan = p._plan
+        plan = p.plan
         self.hidden: dict[str, tuple[tuple[Any, tuple[Transition, ...]], ...]] = {
             s: tuple((prm, ts) for prm, ts in groups
                      if any(t.observable is None for t in ts))
