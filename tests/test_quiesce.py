@@ -1,8 +1,8 @@
 """The lockstep kit's quiescence phase: once faults stop, every progress property must be met
 within the model's quiescence bound (conformance/_lockstep/_quiesce.py).
 
-The catalogue's quiescence mutants are killed on seeds 1..10 by the slow catalogue test in
-test_mutants.py; here the phase is shown to fail (and to be what fails them), to pass the
+The catalogue's quiescence mutants are killed by the slow catalogue test in test_mutants.py;
+here the phase is shown to fail (and to be what fails them), to pass the
 implementation, and to say loudly when it checked nothing."""
 
 from __future__ import annotations

@@ -352,9 +352,9 @@ def test_the_machine_path_is_unchanged_for_a_machine_adapter(tmp_path: Path) -> 
 
 # --------------------------------------------------------------------------- longer campaigns
 # The shared-state mutants (T1, T2, Q9, W6) and the notification clock mutant (M2) are in the
-# catalogue: tests/test_mutants.py kills each on seeds 1..10 beside the systems' baselines,
-# and holds that the tour kills M2 (it once died on 2 seeds of 10). A run of them here would
-# repeat those campaigns, baselines included.
+# catalogue: tests/test_mutants.py kills each (by the tour, which takes no seed) beside the
+# systems' baselines, and holds that the tour kills M2 (it once died on 2 seeds of 10). A run
+# of them here would repeat those campaigns, baselines included.
 @pytest.mark.slow
 def test_the_machine_lockstep_cannot_see_the_older_pending_message() -> None:
     """Each query alone in its task and session: no older message to ignore."""

@@ -8,7 +8,9 @@ process: a campaign is a fresh Hypothesis run on fresh files, so the runs
 are independent, and one process keeps the import and start-up cost paid
 once.
 
-A mutant is *killed* when its campaign ends with a counterexample. If the kit
+A mutant is *killed* when its campaign ends with a counterexample that the shipped
+implementation takes as the model does: replayed, its steps diverge again on the mutant and
+agree on the unmodified code, so the divergence is the bug's and nothing else's. If the kit
 itself raises instead (an exception it did not turn into a divergence), the
 mutant counts as not killed and the error is kept as its failure text: the
 catalogue then fails loudly instead of crediting the kit with a kill it did
@@ -28,7 +30,7 @@ from typing import Any
 from hypothesis import settings
 
 from settled.conformance._bundled._suites import SUITES, SYSTEM_SUITES, Suite, SystemSuite
-from settled.conformance._lockstep import Action, Record, run_lockstep
+from settled.conformance._lockstep import Action, Record, replay, run_lockstep
 from settled.conformance.mutants import Mutant, all_mutants, rule_coverage
 
 __all__ = ["BaselineResult", "MutantResult", "MutantsReport", "Progress", "run_mutants",
@@ -207,6 +209,20 @@ def _crash_mutant(mutant: Mutant) -> MutantResult:
                         "\n".join(report.failures), None, "crash")
 
 
+def _replayed(machine: str, adapter_class: Callable[..., Any] | None,
+              steps: Sequence[Action]) -> tuple[bool, str]:
+    """The steps replayed on a fresh instance of the shipped code (``adapter_class`` None) or
+    of a mutant: (whether they diverge, and how; a replay that raises counts as diverging)."""
+    suite = _suite(machine)() if adapter_class is None else _suite(machine)(adapter_class)
+    lockstep = suite.lockstep(f"replay-{machine}")
+    system, factory, forbidden = lockstep.spec  # type: ignore[attr-defined]
+    try:
+        message = replay(system, factory, forbidden, steps, quiesce=lockstep.quiesce)  # type: ignore[attr-defined]
+    except Exception as exc:  # any error here means the steps do not pass
+        return True, f"cannot be replayed: {type(exc).__name__}: {exc}"
+    return message is not None, message or "every step agrees with the model"
+
+
 def _mutant(mutant: Mutant, profile: settings, seed: int | None,
             out: Path | None = None, tour: bool = True) -> MutantResult:
     if mutant.campaign == "crash_sweep":
@@ -217,6 +233,16 @@ def _mutant(mutant: Mutant, profile: settings, seed: int | None,
         return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds, None, error)
     to_failure = record.seconds_to_failure if record.seconds_to_failure is not None else seconds
     failure = record.failure
+    # The kill is the bug's: its steps diverge again on the mutant, and the shipped code,
+    # which differs from it by the bug alone, takes every one of them as the model does.
+    again, how = _replayed(mutant.machine, mutant.adapter_class, record.steps)
+    shipped, how_shipped = _replayed(mutant.machine, None, record.steps)
+    if not again or shipped:
+        why = (f"on the shipped code too: {how_shipped}" if shipped
+               else f"they agree with the model when replayed on the mutant: {how}")
+        return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds,
+                            list(record.steps), f"{failure}\nNOT THE BUG'S KILL: the "
+                            f"counterexample's steps fail {why}")
     if record.counterexample_error:  # still a kill: the divergence was found, only not saved
         failure = f"{failure}\nCOUNTEREXAMPLE NOT SAVED: {record.counterexample_error}"
     return MutantResult(mutant.name, mutant.rule, mutant.machine, True, to_failure,
