@@ -113,30 +113,39 @@ class Counterexample:
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One thing the explorer found; ``counterexample`` is the shortest run to it, if any."""
+class Found:
+    """What every finding of an explorer (of a machine or of a system) says: its kind, the
+    property or step it is about, what it means, and the rules it breaks."""
 
     kind: str
     name: str
     text: str
     rules: tuple[str, ...]
+
+    def head_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "text": self.text, "rules": list(self.rules)}
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.kind}-{re.sub(r'[^A-Za-z0-9_.+-]+', '_', self.name)}.itf.json"
+
+
+@dataclass(frozen=True)
+class Finding(Found):
+    """One thing the explorer found; ``counterexample`` is the shortest run to it, if any."""
+
     instance: int | None = None
     counterexample: Counterexample | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "text": self.text,
-                               "rules": list(self.rules), "instance": self.instance,
+        out: dict[str, Any] = {**self.head_json(), "instance": self.instance,
                                **{k: to_plain(v) for k, v in self.detail.items()}}
         if self.counterexample is not None:
             out.update(self.counterexample.to_json())
         else:
             out.update({"length": None, "steps": [], "steps_text": "", "states": []})
         return out
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.kind}-{re.sub(r'[^A-Za-z0-9_.+-]+', '_', self.name)}.itf.json"
 
 
 def to_plain(x: Any) -> Any:

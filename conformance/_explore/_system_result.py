@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from settled.conformance import _itf
+from settled.conformance._counterexample import Found
 from settled.model import System, SystemConfig, SystemStep, Value
 
 GENERATOR = "settled explore"
@@ -75,23 +76,12 @@ class SystemCounterexample:
 
 
 @dataclass(frozen=True)
-class SystemFinding:
-    kind: str
-    name: str
-    text: str
-    rules: tuple[str, ...]
+class SystemFinding(Found):
     counterexample: SystemCounterexample | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "text": self.text,
-                               "rules": list(self.rules)}
-        out.update(self.counterexample.to_json() if self.counterexample else
-                   {"length": None, "steps": [], "steps_text": ""})
-        return out
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.kind}-{re.sub(r'[^A-Za-z0-9_.+-]+', '_', self.name)}.itf.json"
+        return {**self.head_json(), **(self.counterexample.to_json() if self.counterexample else
+                                       {"length": None, "steps": [], "steps_text": ""})}
 
 
 @dataclass
