@@ -53,12 +53,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from settled.conformance import Adapter, Refused
+from settled.conformance._bundled._scratch import run_folder
 from settled.impl.approval._approval import (
     HANDLER_ENTERED,
     ApprovalExpired,
@@ -97,11 +97,7 @@ class ApprovalAdapter(_Observing, Adapter):
                  store: str | None = None) -> None:
         self.protocol: Protocol = APPROVAL
         self.instances = instances
-        # Real files and transactions, on a RAM disk where there is one (as the query adapter).
-        shm = Path("/dev/shm")
-        self._tmp = None if directory else tempfile.TemporaryDirectory(
-            prefix="settled-approval-", dir=str(shm) if shm.is_dir() else None)
-        self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
+        self._tmp, self.dir = run_folder("settled-approval-", directory)
         self.checkpoint_path = self.dir / "checkpoint.db"
         # ``store``: a postgresql:// URL; the business store is then a fresh schema in
         # that database (dropped on close) and lookup_failed reads a database that

@@ -35,7 +35,6 @@ lookups recorded under a success receipt (a read), and ``operation_id`` /
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from settled.conformance import Adapter, Refused
+from settled.conformance._bundled._scratch import run_folder
 from settled.impl.approval._business import BusinessStore, Product
 from settled.impl.ledger._ledger import (
     CONTRACTS,
@@ -112,21 +112,23 @@ class LedgerAdapter(Adapter):
     def __init__(self, instances: int = 3, directory: Path | None = None) -> None:
         self.protocol: Protocol = LEDGER
         self.instances = instances
-        shm = Path("/dev/shm")
-        self._tmp = None if directory else tempfile.TemporaryDirectory(
-            prefix="settled-ledger-", dir=str(shm) if shm.is_dir() else None)
-        self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
-        self.ledger_path = self.dir / "sessions.db"
-        self.business_path = self.dir / "business.db"
-        BusinessStore.create(self.business_path, [
-            Product(f"{kind}{n}", f"{kind}{n}", STOCK) for n in range(instances)
-            for kind in "PC"]).close()
+        self._files("settled-ledger-", directory, instances)
         self.items = [_Item(n) for n in range(instances)]
         self._armed: set[str] = set()
         for item in self.items:
             self._open(item)
             self._rt(item).open_session(item.session, f"user input of session {item.n}")
         self._closed = False
+
+    def _files(self, prefix: str, directory: Path | None, instances: int) -> None:
+        """The run's folder, where its session ledger goes, and its business store: two
+        products in stock (P and C) for each instance."""
+        self._tmp, self.dir = run_folder(prefix, directory)
+        self.ledger_path = self.dir / "sessions.db"
+        self.business_path = self.dir / "business.db"
+        BusinessStore.create(self.business_path, [
+            Product(f"{kind}{n}", f"{kind}{n}", STOCK) for n in range(instances)
+            for kind in "PC"]).close()
 
     # ------------------------------------------------------------------ runtimes
     def _open(self, item: _Item) -> None:

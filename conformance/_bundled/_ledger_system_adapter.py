@@ -37,7 +37,6 @@ the message without a tool result in the session tree.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +44,6 @@ from typing import Any, Final
 
 from settled.conformance._adapter import Refused
 from settled.conformance._bundled._ledger_adapter import QUANTITY, STOCK, LedgerAdapter, _Item
-from settled.impl.approval._business import BusinessStore, Product
 from settled.impl.ledger._ledger import CONTRACTS, Contract, ToolCall, contracts_upgraded
 from settled.impl.shared._crash import CrashNow, unwatched
 from settled.impl.shared._db import write
@@ -117,15 +115,7 @@ class LedgerSystemAdapter(LedgerAdapter):
         self.system = ledger_system(calls)
         self.protocol = self.system.machine
         self.instances = calls
-        shm = Path("/dev/shm")
-        self._tmp = None if directory else tempfile.TemporaryDirectory(
-            prefix="settled-ledger-system-", dir=str(shm) if shm.is_dir() else None)
-        self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
-        self.ledger_path = self.dir / "sessions.db"
-        self.business_path = self.dir / "business.db"
-        BusinessStore.create(self.business_path, [
-            Product(f"{kind}{n}", f"{kind}{n}", STOCK) for n in range(calls)
-            for kind in "PC"]).close()
+        self._files("settled-ledger-system-", directory, calls)
         # One deployment: every tool of CONTRACTS, and a lookup tool of each call's own.
         self.contracts: dict[str, Contract] = dict(CONTRACTS)
         self.items: list[_Item] = []

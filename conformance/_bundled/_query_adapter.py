@@ -33,7 +33,6 @@ import functools
 import json
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,7 @@ from settled.conformance._bundled._query_world import (
     _template,
     platform_template,
 )
+from settled.conformance._bundled._scratch import ram_disk, run_folder
 from settled.impl.platform._http import (
     DEFAULT_TIMEOUT,
     HttpPlatform,
@@ -110,18 +110,13 @@ class QueryAdapter(Adapter):
                  store: str | None = None, transport: str | None = None) -> None:
         self.protocol: Protocol = _machine(workers)
         self.instances = instances
-        # Real files and transactions; on a RAM disk where there is one, so a
-        # campaign of thousands of fsyncs measures the protocol, not the disk.
-        shm = Path("/dev/shm")
-        base = str(shm) if shm.is_dir() else None
-        self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="settled-lockstep-",
-                                                                        dir=base)
-        self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
+        self._tmp, self.dir = run_folder("settled-lockstep-", directory)
         # A fresh run starts from a copy of a template (the orders filled, the schemas
         # applied, each instance's task, run and message committed), made once per process:
         # the same files a fresh setup writes, without its dozen commits per run.
         # Not for a PostgreSQL store: its rows live in the database, not in the copied files.
-        template = None if directory or store is not None else _template(self.store_class, instances, base)
+        template = (None if directory or store is not None
+                    else _template(self.store_class, instances, ram_disk()))
         if template is not None:
             shutil.copytree(template[0], self.dir, dirs_exist_ok=True)
         self._open_platform(transport)

@@ -26,7 +26,6 @@ worker processes. So what the system declares shared is really shared:
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -41,6 +40,7 @@ from settled.conformance._bundled._query_adapter import (
     _side_notification,
     platform_template,
 )
+from settled.conformance._bundled._scratch import ram_disk, run_folder
 from settled.impl.platform._platform import APP_MONTHLY_SQL
 from settled.impl.shared._errors import CallerError
 from settled.model.query import LIVE
@@ -88,14 +88,11 @@ class QuerySystemAdapter(QueryAdapter):
         self.system = query_system(queries, workers)
         self.protocol = self.system.machine
         self.instances = queries
-        shm = Path("/dev/shm")
-        self._tmp = None if directory else tempfile.TemporaryDirectory(
-            prefix="settled-system-", dir=str(shm) if shm.is_dir() else None)
-        self.dir = Path(directory or self._tmp.name)  # type: ignore[union-attr]
+        self._tmp, self.dir = run_folder("settled-system-", directory)
         self._scratch = None
         # The orders database comes filled from a copy made once per process.
         if not (self.dir / "platform").exists():
-            shutil.copytree(platform_template(str(shm) if shm.is_dir() else None),
+            shutil.copytree(platform_template(ram_disk()),
                             self.dir / "platform")
         self._open_platform(transport)
         self.store_path = self.dir / "agent.db"
