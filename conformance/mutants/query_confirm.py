@@ -26,7 +26,7 @@ from settled.impl.query._store import (
 )
 from settled.impl.query._values import PHASE_EXECUTING, _why_not, require_version
 from settled.impl.shared._db import write
-from settled.impl.shared._errors import InvalidInput, MessagePending, NotAllowed, StaleVersion
+from settled.impl.shared._errors import InvalidInput, MessagePending, NotAllowed
 from settled.impl.shared._ids import require_id
 from settled.model.query import LIVE, QueryState
 from settled.model.query import QueryState as S
@@ -161,36 +161,13 @@ class PendingMessageIgnored(QueryStore):
     """
 
     @staticmethod
-    def _confirmable(conn: sqlite3.Connection, query: sqlite3.Row,
-                     message: sqlite3.Row) -> sqlite3.Row:
-        qid, task_id = query["query_id"], query["task_id"]
-        if message["attribution"] != "attributed":
-            raise MessagePending(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
-                                 f"is {message['attribution']}, not yet attributed to a task; "
-                                 "attribute it, then ask for confirmation again (Q9)")
-        if message["task_id"] != task_id:
-            raise NotAllowed(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
-                             f"belongs to task {message['task_id']!r}, the query to {task_id!r}; "
-                             "confirm a draft of the message's own task (Q6)")
-        task = task_row(conn, task_id)
-        if task["condition_version"] != query["condition_version"]:
-            raise StaleVersion(f"cannot confirm query {qid!r}: it was drafted at condition version "
-                               f"{query['condition_version']}, the task is at "
-                               f"{task['condition_version']}; draft again (Q6)")
-        blocking = conn.execute(
+    def _unattributed_besides(conn: sqlite3.Connection, query: sqlite3.Row,
+                              message: sqlite3.Row) -> list[sqlite3.Row]:
+        return conn.execute(
             "SELECT message_id, attribution FROM messages WHERE session_id = ? AND kind = 'user' "
             # bug: only the quoted message; shipped: "AND attribution IN ('pending', 'failed') AND message_id != ? ORDER BY seq",  # noqa: E501
             "AND attribution IN ('pending', 'failed') AND message_id = ? ORDER BY seq",
             (query["session_id"], message["message_id"])).fetchall()
-        if blocking:
-            names = ", ".join(f"{r['message_id']!r} ({r['attribution']})" for r in blocking)
-            raise MessagePending(f"cannot confirm query {qid!r}: message(s) {names} of session "
-                                 f"{query['session_id']!r} are not attributed yet; attribute them, "
-                                 "then ask the user to confirm again (Q9, Q10)")
-        if not query["check_ok"] or query["cancel_state"] != "none" or query["submissions"]:
-            raise NotAllowed(f"cannot confirm query {qid!r}: it did not pass its check, has a "
-                             "cancel request or was submitted (Q6)")
-        return task
 
 
 class AuthorizationFollowsTask(QueryStore):

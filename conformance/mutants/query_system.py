@@ -17,10 +17,9 @@ from typing import cast
 
 from settled.conformance._bundled._query_system_adapter import QuerySystemAdapter
 from settled.impl.query._events import apply_step
-from settled.impl.query._store import QueryStore, task_row
+from settled.impl.query._store import QueryStore
 from settled.impl.query._values import _DRAFT_STATES
 from settled.impl.query._worker import Worker
-from settled.impl.shared._errors import MessagePending, NotAllowed, StaleVersion
 from settled.model.query import LIVE, QueryState
 
 from . import Mutant
@@ -70,37 +69,14 @@ class OlderPendingMessageIgnored(QueryStore):
     """
 
     @staticmethod
-    def _confirmable(conn: sqlite3.Connection, query: sqlite3.Row,
-                     message: sqlite3.Row) -> sqlite3.Row:
-        qid, task_id = query["query_id"], query["task_id"]
-        if message["attribution"] != "attributed":
-            raise MessagePending(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
-                                 f"is {message['attribution']}, not yet attributed to a task; "
-                                 "attribute it, then ask for confirmation again (Q9)")
-        if message["task_id"] != task_id:
-            raise NotAllowed(f"cannot confirm query {qid!r}: message {message['message_id']!r} "
-                             f"belongs to task {message['task_id']!r}, the query to {task_id!r}; "
-                             "confirm a draft of the message's own task (Q6)")
-        task = task_row(conn, task_id)
-        if task["condition_version"] != query["condition_version"]:
-            raise StaleVersion(f"cannot confirm query {qid!r}: it was drafted at condition version "
-                               f"{query['condition_version']}, the task is at "
-                               f"{task['condition_version']}; draft again (Q6)")
-        blocking = conn.execute(
+    def _unattributed_besides(conn: sqlite3.Connection, query: sqlite3.Row,
+                              message: sqlite3.Row) -> list[sqlite3.Row]:
+        return conn.execute(
             "SELECT message_id, attribution FROM messages WHERE session_id = ? AND kind = 'user' "
             # bug: only messages received after the draft count; shipped: "AND attribution IN ('pending', 'failed') AND message_id != ? ORDER BY seq",  # noqa: E501
             "AND attribution IN ('pending', 'failed') AND message_id != ? AND received_at > ? "
             "ORDER BY seq",  # bug; shipped: (query["session_id"], message["message_id"])).fetchall()
             (query["session_id"], message["message_id"], query["created_at"])).fetchall()  # bug
-        if blocking:
-            names = ", ".join(f"{r['message_id']!r} ({r['attribution']})" for r in blocking)
-            raise MessagePending(f"cannot confirm query {qid!r}: message(s) {names} of session "
-                                 f"{query['session_id']!r} are not attributed yet; attribute them, "
-                                 "then ask the user to confirm again (Q9, Q10)")
-        if not query["check_ok"] or query["cancel_state"] != "none" or query["submissions"]:
-            raise NotAllowed(f"cannot confirm query {qid!r}: it did not pass its check, has a "
-                             "cancel request or was submitted (Q6)")
-        return task
 
 
 class NotificationTakesNewestClock(Worker):

@@ -71,8 +71,8 @@ class ConfirmPart(StoreBase):
         """The run must hold the session's execution rights (Q6); see ``_runs``."""
         require_rights(conn, run_id, session_id, query_id)
 
-    @staticmethod
-    def _confirmable(conn: sqlite3.Connection, query: sqlite3.Row,
+    @classmethod
+    def _confirmable(cls, conn: sqlite3.Connection, query: sqlite3.Row,
                      message: sqlite3.Row) -> sqlite3.Row:
         qid, task_id = query["query_id"], query["task_id"]
         if message["attribution"] != "attributed":
@@ -88,10 +88,7 @@ class ConfirmPart(StoreBase):
             raise StaleVersion(f"cannot confirm query {qid!r}: it was drafted at condition version "
                                f"{query['condition_version']}, the task is at "
                                f"{task['condition_version']}; draft again (Q6)")
-        blocking = conn.execute(
-            "SELECT message_id, attribution FROM messages WHERE session_id = ? AND kind = 'user' "
-            "AND attribution IN ('pending', 'failed') AND message_id != ? ORDER BY seq",
-            (query["session_id"], message["message_id"])).fetchall()
+        blocking = cls._unattributed_besides(conn, query, message)
         if blocking:
             names = ", ".join(f"{r['message_id']!r} ({r['attribution']})" for r in blocking)
             raise MessagePending(f"cannot confirm query {qid!r}: message(s) {names} of session "
@@ -101,6 +98,17 @@ class ConfirmPart(StoreBase):
             raise NotAllowed(f"cannot confirm query {qid!r}: it did not pass its check, has a "
                              "cancel request or was submitted (Q6)")
         return task
+
+    @staticmethod
+    def _unattributed_besides(conn: sqlite3.Connection, query: sqlite3.Row,
+                              message: sqlite3.Row) -> list[sqlite3.Row]:
+        """The session's user messages, other than the confirming one, not attributed to a
+        task (pending, or their attribution failed): each may change what the user wants, so
+        any of them blocks a first confirmation (Q9, Q10)."""
+        return conn.execute(
+            "SELECT message_id, attribution FROM messages WHERE session_id = ? AND kind = 'user' "
+            "AND attribution IN ('pending', 'failed') AND message_id != ? ORDER BY seq",
+            (query["session_id"], message["message_id"])).fetchall()
 
 
 def _check_versions(query: sqlite3.Row, draft_version: int, condition_version: int) -> None:
