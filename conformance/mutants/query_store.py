@@ -19,7 +19,6 @@ from settled.impl.query._values import (
     _DRAFT_STATES,
     PHASE_OPEN,
     _json,
-    _why_not,
     require_conditions,
     require_version,
 )
@@ -39,27 +38,17 @@ class CancelWithoutEvidence(QueryStore):
     evidence that it stopped.
     """
 
-    def cancel(self, query_id: str) -> Query:
-        require_id("query_id", query_id)
-        now = self._now()
-        with write(self._conn) as conn:
-            query = query_row(conn, query_id)
-            state = QueryState(query["execution_state"])
-            if state in (QueryState.AWAITING, QueryState.QUEUED):
-                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
-                           to_state=QueryState.CANCELLED, at=now, updates={"settled_at": now})
-            elif state in LIVE:
-                if query["cancel_state"] == "requested":
-                    raise NotAllowed(f"cannot cancel query {query_id!r}: a cancel is already "
-                                     f"requested and it is {state.value}; wait for the worker to "
-                                     "settle it on the platform's evidence (Q21)")
-                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
-                           # bug: settled at once; shipped: to_state=state, at=now, updates={"cancel_state": "requested"})  # noqa: E501
-                           to_state=QueryState.CANCELLED, at=now, updates={"cancel_state": "requested", "settled_at": now})  # noqa: E501
-            else:
-                raise NotAllowed(f"cannot cancel query {query_id!r}: it is {state.value}"
-                                 f"{_why_not(state, '; it is settled, there is nothing to cancel')}")
-        return self.query(query_id)
+    @staticmethod
+    def _request_cancel(conn: sqlite3.Connection, query: sqlite3.Row, state: QueryState,
+                        now: str) -> None:
+        query_id = query["query_id"]
+        if query["cancel_state"] == "requested":
+            raise NotAllowed(f"cannot cancel query {query_id!r}: a cancel is already "
+                             f"requested and it is {state.value}; wait for the worker to "
+                             "settle it on the platform's evidence (Q21)")
+        apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
+                   # bug: settled at once; shipped: to_state=state, at=now, updates={"cancel_state": "requested"})  # noqa: E501
+                   to_state=QueryState.CANCELLED, at=now, updates={"cancel_state": "requested", "settled_at": now})  # noqa: E501
 
 
 class ConditionUpdateKeepsDrafts(QueryStore):
@@ -138,26 +127,9 @@ class QueuedCancelOnlyRequested(QueryStore):
     stays queued, and a worker still submits it.
     """
 
-    def cancel(self, query_id: str) -> Query:
-        require_id("query_id", query_id)
-        now = self._now()
-        with write(self._conn) as conn:
-            query = query_row(conn, query_id)
-            state = QueryState(query["execution_state"])
-            if state is QueryState.AWAITING:  # bug; shipped: if state in (QueryState.AWAITING, QueryState.QUEUED):  # noqa: E501
-                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
-                           to_state=QueryState.CANCELLED, at=now, updates={"settled_at": now})
-            elif state in LIVE:
-                if query["cancel_state"] == "requested":
-                    raise NotAllowed(f"cannot cancel query {query_id!r}: a cancel is already "
-                                     f"requested and it is {state.value}; wait for the worker to "
-                                     "settle it on the platform's evidence (Q21)")
-                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
-                           to_state=state, at=now, updates={"cancel_state": "requested"})
-            else:
-                raise NotAllowed(f"cannot cancel query {query_id!r}: it is {state.value}"
-                                 f"{_why_not(state, '; it is settled, there is nothing to cancel')}")
-        return self.query(query_id)
+    @staticmethod
+    def _settled_by_cancel(state: QueryState) -> bool:
+        return state is QueryState.AWAITING  # bug; shipped: return state in (QueryState.AWAITING, QueryState.QUEUED)  # noqa: E501
 
 
 class RevisionKeepsOldDraft(QueryStore):

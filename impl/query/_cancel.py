@@ -3,6 +3,8 @@ only requests, and the worker settles the query on the platform's evidence."""
 
 from __future__ import annotations
 
+import sqlite3
+
 from ...model.query import LIVE, QueryState
 from ..shared._db import write
 from ..shared._errors import NotAllowed
@@ -21,17 +23,30 @@ class CancelPart(StoreBase):
         with write(self._conn) as conn:
             query = query_row(conn, query_id)
             state = QueryState(query["execution_state"])
-            if state in (QueryState.AWAITING, QueryState.QUEUED):
+            if self._settled_by_cancel(state):
                 apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
                            to_state=QueryState.CANCELLED, at=now, updates={"settled_at": now})
             elif state in LIVE:
-                if query["cancel_state"] == "requested":
-                    raise NotAllowed(f"cannot cancel query {query_id!r}: a cancel is already "
-                                     f"requested and it is {state.value}; wait for the worker to "
-                                     "settle it on the platform's evidence (Q21)")
-                apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
-                           to_state=state, at=now, updates={"cancel_state": "requested"})
+                self._request_cancel(conn, query, state, now)
             else:
                 raise NotAllowed(f"cannot cancel query {query_id!r}: it is {state.value}"
                                  f"{_why_not(state, '; it is settled, there is nothing to cancel')}")
         return self.query(query_id)
+
+    @staticmethod
+    def _settled_by_cancel(state: QueryState) -> bool:
+        """Nothing was sent for a query in ``state``: a cancel settles it at once (Q20)."""
+        return state in (QueryState.AWAITING, QueryState.QUEUED)
+
+    @staticmethod
+    def _request_cancel(conn: sqlite3.Connection, query: sqlite3.Row, state: QueryState,
+                        now: str) -> None:
+        """From submitting on, a cancel is only requested: the worker settles the query on
+        the platform's evidence (Q21). A second request while one stands is refused."""
+        query_id = query["query_id"]
+        if query["cancel_state"] == "requested":
+            raise NotAllowed(f"cannot cancel query {query_id!r}: a cancel is already "
+                             f"requested and it is {state.value}; wait for the worker to "
+                             "settle it on the platform's evidence (Q21)")
+        apply_step(conn, query_id, trigger="cancel", params={}, from_state=state,
+                   to_state=state, at=now, updates={"cancel_state": "requested"})
