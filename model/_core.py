@@ -377,7 +377,7 @@ class Protocol:
         the transitions of one trigger group that it fits, in declaration order (the first
         of them whose guards hold fires). Exporters and the trace checker walk it so that
         they offer exactly the steps the oracle does."""
-        return self._plan
+        return MappingProxyType(self._plan)
 
     def transitions_from(self, state: str) -> tuple[Transition, ...]:
         return self._by_source.get(state, ())

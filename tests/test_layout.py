@@ -119,28 +119,46 @@ def _private_names(sources: list[str]) -> tuple[set[str], set[str]]:
                         defined.update(t.id for t in item.targets if isinstance(t, ast.Name))
             elif isinstance(node, ast.Attribute):
                 (defined if isinstance(node.ctx, ast.Store) else read).add(node.attr)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id == "getattr" and len(node.args) >= 2
+                  and isinstance(node.args[1], ast.Constant)
+                  and isinstance(node.args[1].value, str)):
+                read.add(node.args[1].value)
     private = {n for n in defined | read if n.startswith("_") and not n.startswith("__")}
     return defined & private, read & private
 
 
-def _reads_of_model_privates(layer_sources: list[str]) -> set[str]:
-    """The model's private attributes that a layer reads without defining one of that name
-    itself (a name both define is the layer's own: ``_index`` on its own classes)."""
+def _reads_of_model_privates(layer_sources: list[str]) -> tuple[set[str], set[str]]:
+    """(the model's private attributes that a layer reads, among them the names the layer
+    also defines itself): a name both define cannot be told apart by name alone."""
     model, _ = _private_names([p.read_text() for p in (ROOT / "model").rglob("*.py")])
     own, read = _private_names(layer_sources)
-    return (read & model) - own
+    return read & model, read & model & own
+
+
+# Private names both the model and the kit define, each read in the kit only on the kit's own
+# objects (checked by hand): a name that joins this list must be checked the same way.
+SHARED_PRIVATE_NAMES = {"_index", "_lock", "_space"}
 
 
 def test_the_kit_and_the_command_line_read_no_private_attribute_of_the_model() -> None:
-    bad = {f"{layer}: {name}" for layer in ("conformance", "settled")
-           for name in _reads_of_model_privates([p.read_text()
-                                                 for p in (ROOT / layer).rglob("*.py")])}
-    assert not bad, f"give the model a public name for these: {sorted(bad)}"
+    for layer in ("conformance", "settled"):
+        read, shared = _reads_of_model_privates([p.read_text()
+                                                 for p in (ROOT / layer).rglob("*.py")])
+        assert read - shared == set(), (
+            f"{layer}: give the model a public name for these: {sorted(read - shared)}")
+        assert shared <= SHARED_PRIVATE_NAMES, (
+            f"{layer} reads {sorted(shared - SHARED_PRIVATE_NAMES)}, which the model and the "
+            "kit both define: check each read is of the kit's own object, then list it")
 
 
 def test_the_private_attribute_check_sees_a_read_of_the_plan() -> None:
-    assert _reads_of_model_privates(["def f(p):\n    return p._plan\n"]) == {"_plan"}
-    assert not _reads_of_model_privates(["def f(p):\n    return p.plan\n"])
+    assert _reads_of_model_privates(["def f(p):\n    return p._plan\n"]) == ({"_plan"}, set())
+    assert _reads_of_model_privates(["def f(p):\n    return getattr(p, '_plan')\n"])[0] == {
+        "_plan"}
+    assert _reads_of_model_privates(["def f(p):\n    return p.plan\n"]) == (set(), set())
+    own = "class K:\n    def __init__(self):\n        self._index = {}\n\ndef f(p):\n    return p._index\n"
+    assert _reads_of_model_privates([own]) == ({"_index"}, {"_index"})
 
 
 # Functions a reader can hold in mind: no function body over about 60 lines, but these, each

@@ -4,8 +4,8 @@ Each mutant in ``conformance/mutants/query.py`` breaks one rule the way a real
 engineer might. The default run gives each one a short ``dev`` campaign and
 checks that its minimised counterexample is a real one: it replays to a
 divergence on the mutant and to agreement on the unmodified implementation.
-The slow run is the real measure: the whole catalogue under ``ci``, as ``settled mutants``
-runs it, and the part of the campaign a seed chooses on ten seeds.
+The slow run is the real measure: the whole catalogue under ``ci`` on seed 1, as ``settled
+mutants`` runs it, then the part of the campaign a seed chooses on seeds 2..10.
 """
 
 from __future__ import annotations
@@ -184,6 +184,7 @@ def test_a_kill_whose_steps_fail_the_shipped_code_too_is_not_the_bugs(
     assert not result.killed and result.steps
     assert result.failure is not None and "NOT THE BUG'S KILL" in result.failure
     assert "fail on the shipped code too" in result.failure
+    assert result.itf_path is not None and result.itf_path.exists()
     monkeypatch.setattr(_mutants_run, "_suite", real)
     assert _mutants_run._mutant(mutant, profile("dev"), 1).killed
 
@@ -206,7 +207,39 @@ def test_a_kill_that_does_not_replay_on_the_mutant_is_not_counted(
     result = _mutants_run._mutant(mutant, profile("dev"), 1)
     assert len(built) == 3 and not result.killed
     assert result.failure is not None and "NOT THE BUG'S KILL" in result.failure
-    assert "agree with the model when replayed on the mutant" in result.failure
+    assert "replayed on the mutant, the counterexample's steps agree with the model" in (
+        result.failure)
+
+
+def test_a_baseline_that_ends_in_a_model_finding_does_not_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A campaign stopped by a finding of the model itself checked nothing of the code."""
+    from types import SimpleNamespace
+
+    ended = SimpleNamespace(failure=None, model_finding="invariant lease_held breaks")
+    monkeypatch.setattr(_mutants_run, "_campaign", lambda *_a, **_k: (ended, 0.1, None))
+    result = _mutants_run._baseline("query", query_suite(), profile("dev"), 1)
+    assert not result.passed
+    assert result.failure == "the model itself has a finding: invariant lease_held breaks"
+
+
+def test_a_kill_whose_replay_raises_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay that raises proves nothing either way: on the mutant it does not reproduce
+    the kill, on the shipped code it does not show the steps pass there."""
+    [mutant] = select_mutants(["Q1-retry-under-new-query-id"])
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("no database today")
+
+    monkeypatch.setattr(_mutants_run, "replay", broken)
+    result = _mutants_run._mutant(mutant, profile("dev"), 1)
+    assert not result.killed
+    assert result.failure is not None and "NOT THE BUG'S KILL" in result.failure
+    assert "on the mutant, the counterexample's steps raised RuntimeError: no database today" in (
+        result.failure)
+    assert _mutants_run._not_the_bugs(("diverges", "x"), ("raises", "OSError: gone")) == (
+        "replayed on the shipped code, the counterexample's steps raised OSError: gone")
+    assert _mutants_run._not_the_bugs(("diverges", "x"), ("agrees", "")) is None
 
 
 # --------------------------------------------------------------------------- (c) the command line
@@ -310,8 +343,9 @@ def test_the_random_phase_of_each_seed_passes_the_shipped_code_and_kills_what_th
     for machine in baselines:
         record = run_lockstep(_mutants_run._suite(machine)().lockstep(f"baseline-{machine}"),
                               profile("ci"), seed=seed, tour=False)
-        assert record.adapter_error is None and record.failure is None, (
-            f"seed {seed}, {machine}: {record.adapter_error or record.failure}")
+        assert (record.adapter_error, record.failure, record.model_finding) == (None,) * 3, (
+            f"seed {seed}, {machine}: "
+            f"{record.adapter_error or record.failure or record.model_finding}")
         assert record.examples > 0 and record.tour_runs == 0
     if RANDOM_PHASE_KILLS:
         report = run_mutants(profile("ci"), seed=seed, names=sorted(RANDOM_PHASE_KILLS))

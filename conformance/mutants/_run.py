@@ -8,9 +8,10 @@ process: a campaign is a fresh Hypothesis run on fresh files, so the runs
 are independent, and one process keeps the import and start-up cost paid
 once.
 
-A mutant is *killed* when its campaign ends with a counterexample that the shipped
-implementation takes as the model does: replayed, its steps diverge again on the mutant and
-agree on the unmodified code, so the divergence is the bug's and nothing else's. If the kit
+A mutant is *killed* by its lockstep campaign when the campaign ends with a counterexample
+whose steps, replayed, diverge again on the mutant and agree with the model on the
+unmodified code: the divergence is the bug's and nothing else's. (A crash-window mutant is
+killed by the crash sweep instead, when a crash leaves a state the model does not allow.) If the kit
 itself raises instead (an exception it did not turn into a divergence), the
 mutant counts as not killed and the error is kept as its failure text: the
 catalogue then fails loudly instead of crediting the kit with a kill it did
@@ -47,9 +48,10 @@ class MutantResult:
     machine: str
     killed: bool
     seconds: float  # to the first failure when killed, else the whole campaign
-    steps: list[Action] | None  # the minimised counterexample when killed
+    # the minimised counterexample when killed, or when a kill was found not to be the bug's
+    steps: list[Action] | None
     failure: str | None  # the kit's report (or the kit's own error when not killed)
-    itf_path: Path | None = None  # the counterexample as an ITF trace, when killed
+    itf_path: Path | None = None  # the counterexample as an ITF trace (as ``steps``)
     killed_by: str | None = None  # "tour", "random" or "crash" (the crash sweep) when killed
 
     def to_json(self) -> dict[str, Any]:
@@ -183,7 +185,9 @@ def _campaign(suite: Suite | SystemSuite, name: str, profile: settings, seed: in
 def _baseline(machine: str, suite: Suite | SystemSuite, profile: settings, seed: int | None,
               out: Path | None = None) -> BaselineResult:
     record, seconds, error = _campaign(suite, f"baseline-{machine}", profile, seed, out)
-    failure = error if record is None else record.failure
+    failure = error if record is None else record.failure or (
+        f"the model itself has a finding: {record.model_finding}" if record.model_finding
+        else None)
     return BaselineResult(machine, failure is None, seconds, failure)
 
 
@@ -210,17 +214,33 @@ def _crash_mutant(mutant: Mutant) -> MutantResult:
 
 
 def _replayed(machine: str, adapter_class: Callable[..., Any] | None,
-              steps: Sequence[Action]) -> tuple[bool, str]:
+              steps: Sequence[Action]) -> tuple[str, str]:
     """The steps replayed on a fresh instance of the shipped code (``adapter_class`` None) or
-    of a mutant: (whether they diverge, and how; a replay that raises counts as diverging)."""
-    suite = _suite(machine)() if adapter_class is None else _suite(machine)(adapter_class)
-    lockstep = suite.lockstep(f"replay-{machine}")
-    system, factory, forbidden = lockstep.spec  # type: ignore[attr-defined]
+    of a mutant: ("diverges", the divergence), ("agrees", "") or ("raises", the error)."""
     try:
+        suite = _suite(machine)() if adapter_class is None else _suite(machine)(adapter_class)
+        lockstep = suite.lockstep(f"replay-{machine}")
+        system, factory, forbidden = lockstep.spec  # type: ignore[attr-defined]
         message = replay(system, factory, forbidden, steps, quiesce=lockstep.quiesce)  # type: ignore[attr-defined]
-    except Exception as exc:  # any error here means the steps do not pass
-        return True, f"cannot be replayed: {type(exc).__name__}: {exc}"
-    return message is not None, message or "every step agrees with the model"
+    except Exception as exc:  # neither a divergence nor an agreement: the kit's own error
+        return "raises", f"{type(exc).__name__}: {exc}"
+    return ("agrees", "") if message is None else ("diverges", message)
+
+
+def _not_the_bugs(again: tuple[str, str], shipped: tuple[str, str]) -> str | None:
+    """Why a lockstep kill is not the bug's (None when it is): replayed, its steps must
+    diverge again on the mutant and agree with the model on the shipped code, which differs
+    from the mutant by the bug alone."""
+    if again[0] == "agrees":
+        return ("replayed on the mutant, the counterexample's steps agree with the model "
+                "(the kill does not reproduce)")
+    if again[0] == "raises":
+        return f"replayed on the mutant, the counterexample's steps raised {again[1]}"
+    if shipped[0] == "diverges":
+        return f"the counterexample's steps fail on the shipped code too:\n{shipped[1]}"
+    if shipped[0] == "raises":
+        return f"replayed on the shipped code, the counterexample's steps raised {shipped[1]}"
+    return None
 
 
 def _mutant(mutant: Mutant, profile: settings, seed: int | None,
@@ -233,16 +253,12 @@ def _mutant(mutant: Mutant, profile: settings, seed: int | None,
         return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds, None, error)
     to_failure = record.seconds_to_failure if record.seconds_to_failure is not None else seconds
     failure = record.failure
-    # The kill is the bug's: its steps diverge again on the mutant, and the shipped code,
-    # which differs from it by the bug alone, takes every one of them as the model does.
-    again, how = _replayed(mutant.machine, mutant.adapter_class, record.steps)
-    shipped, how_shipped = _replayed(mutant.machine, None, record.steps)
-    if not again or shipped:
-        why = (f"on the shipped code too: {how_shipped}" if shipped
-               else f"they agree with the model when replayed on the mutant: {how}")
+    why = _not_the_bugs(_replayed(mutant.machine, mutant.adapter_class, record.steps),
+                        _replayed(mutant.machine, None, record.steps))
+    if why is not None:  # not killed; the counterexample is kept, to be looked at
         return MutantResult(mutant.name, mutant.rule, mutant.machine, False, seconds,
-                            list(record.steps), f"{failure}\nNOT THE BUG'S KILL: the "
-                            f"counterexample's steps fail {why}")
+                            list(record.steps), f"{failure}\nNOT THE BUG'S KILL: {why}",
+                            record.itf_path)
     if record.counterexample_error:  # still a kill: the divergence was found, only not saved
         failure = f"{failure}\nCOUNTEREXAMPLE NOT SAVED: {record.counterexample_error}"
     return MutantResult(mutant.name, mutant.rule, mutant.machine, True, to_failure,
