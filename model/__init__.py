@@ -13,32 +13,34 @@ from ._compiled import compile_machine
 from ._core import (
     Config,
     DeclarationError,
+    IllegalTransition,
+    ModelError,
+    Protocol,
+    Step,
+    lockstep_only,
+    rule_sort_key,
+)
+from ._liveness import STRONG, WEAK, Liveness, Pred, Progress
+from ._parts import (
     Effect,
     Guard,
-    IllegalTransition,
     Invariant,
-    ModelError,
     Param,
     Params,
-    Protocol,
     Snapshot,
     State,
-    Step,
     StepProperty,
     Transition,
     Variable,
     Vars,
-    lockstep_only,
-    rule_sort_key,
 )
-from ._core import Value as Value
-from ._liveness import STRONG, WEAK, Liveness, Pred, Progress
+from ._parts import Value as Value
 from ._rules import RULES
-from ._system import (
+from ._system import System
+from ._system_parts import (
     Binding,
     Refinement,
     SharedTransition,
-    System,
     SystemConfig,
     SystemInvariant,
     SystemStep,

@@ -28,10 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import _expr as x
+from . import expr as x
+from ._expr_compile import _set
 
 if TYPE_CHECKING:
-    from ._core import Invariant, Params, Protocol, StepProperty, Transition
+    from ._core import Protocol
+    from ._parts import Invariant, Params, StepProperty, Transition
 
 # A step: (label id, destination state, values after, indices of broken step properties).
 GenStep = tuple[int, str, tuple[Any, ...], tuple[int, ...]]
@@ -306,7 +308,7 @@ def _unpack(index: Mapping[str, int]) -> str:
 
 def _exec(p: Protocol, lines: list[str], consts: list[Any]) -> dict[str, Any]:
     scope: dict[str, Any] = {f"_k{i}": c for i, c in enumerate(consts)}
-    scope["_set"] = x._set
+    scope["_set"] = _set
     exec(compile("\n".join(lines) + "\n", f"<generated {p.name}>", "exec"), scope)  # our own
     return scope
 

@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._core import DeclarationError, Params, Protocol, Value, Vars, check_rules
+from ._core import DeclarationError, Protocol, check_rules
+from ._parts import Params, Value, Vars
 from ._system import System
 
 WEAK, STRONG, FINITE, NEVER = "weak", "strong", "finite", "never"

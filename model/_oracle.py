@@ -18,7 +18,8 @@ from typing import Any
 
 from transitions import EventData, Machine, MachineError
 
-from ._core import Config, IllegalTransition, Params, Protocol, Transition, Value
+from ._core import Config, IllegalTransition, Protocol
+from ._parts import Params, Transition, Value
 
 
 class _Model:

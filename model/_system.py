@@ -48,6 +48,10 @@ system's own variables. :meth:`System.enabled` is the successor function
 every view of a system shares, exactly as ``Protocol.enabled`` is for one
 machine; the machine's own guards, effects, priorities, invariants and step
 properties are used unchanged, so a machine keeps its meaning inside a system.
+
+This module holds the :class:`System` itself (its lookups and its successor
+function); the parts it is declared from and the configurations and steps it
+takes are in ``_system_parts``, its checks in ``_system_validate``.
 """
 
 from __future__ import annotations
@@ -57,153 +61,18 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from . import _expr as x
-from ._core import (
-    NO_EFFECT,
-    NO_PARAMS,
-    Config,
-    DeclarationError,
-    Effect,
-    Guard,
-    Invariant,
-    ModelError,
-    Param,
-    Params,
-    Protocol,
-    Step,
-    StepProperty,
-    Transition,
-    Value,
-    Variable,
-    Vars,
-    _expression,
-    check_rules,
+from ._core import Config, DeclarationError, Protocol, Step
+from ._parts import Invariant, Params, StepProperty, Value, Variable, Vars
+from ._system_parts import (
+    Binding,
+    Mutex,
+    Refinement,
+    SharedTransition,
+    SystemConfig,
+    SystemInvariant,
+    SystemStep,
 )
-from ._expr import Expr
-
-
-@dataclass(frozen=True, slots=True)
-class SharedTransition:
-    """A step of the system itself over its own variables (no instance moves)."""
-
-    trigger: str
-    meaning: str
-    rules: tuple[str, ...]
-    guards: tuple[Guard, ...] = ()
-    effect: Effect = NO_EFFECT
-    actor: str = "user"
-    params: tuple[Param, ...] = ()
-    observed_as: str | None = ""
-
-    def param_choices(self) -> Iterator[Params]:
-        names = [p.name for p in self.params]
-        for values in itertools.product(*(p.domain for p in self.params)):
-            yield MappingProxyType(dict(zip(names, values, strict=True)))
-
-
-@dataclass(frozen=True, slots=True)
-class Refinement:
-    """Extra guards and an effect over the system's variables on one machine trigger."""
-
-    trigger: str
-    rules: tuple[str, ...]
-    guards: tuple[Guard, ...] = ()
-    effect: Effect = NO_EFFECT
-
-
-@dataclass(frozen=True, slots=True)
-class Binding:
-    """A machine parameter whose value the system's variables decide: an expression over ``S``."""
-
-    param: str
-    expr: Expr = field(compare=False)
-    text: str = field(init=False)
-    reads: tuple[str, ...] = field(init=False, compare=False)
-    fn: Callable[[Vars], Value] = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        e = _expression(f"binding of {self.param!r}", self.expr)
-        object.__setattr__(self, "expr", e)
-        object.__setattr__(self, "text", e.text())
-        object.__setattr__(self, "reads", x.names(e.refs()))
-        object.__setattr__(self, "fn", x.compile_fn(f"binding {self.param}", x.BINDING, e))
-
-
-@dataclass(frozen=True, slots=True)
-class SystemInvariant:
-    """A predicate over every instance at once and the system's variables: an expression over
-    ``S`` and, inside ``total``/``count``/``every``/``some``, ``I`` (each instance)."""
-
-    name: str
-    meaning: str
-    rules: tuple[str, ...]
-    expr: Expr = field(compare=False)
-    text: str = field(init=False)
-    reads: tuple[x.Ref, ...] = field(init=False, compare=False)
-    fn: Callable[[tuple[str, ...], tuple[Vars, ...], Vars], bool] = field(
-        init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        e = _expression(f"system invariant {self.name!r}", self.expr)
-        object.__setattr__(self, "expr", e)
-        object.__setattr__(self, "text", e.text())
-        object.__setattr__(self, "reads", e.refs())
-        object.__setattr__(self, "fn", x.compile_fn(f"system invariant {self.name}",
-                                                    x.SYSTEM_INVARIANT, e))
-
-
-@dataclass(frozen=True, slots=True)
-class Mutex:
-    """A lock the instances share: ``flag`` (a boolean machine variable) says whether an
-    instance holds it, ``variable`` (a system variable over ``("free", "held")``) whether
-    anyone does.
-
-    A step of an instance that does not hold the lock, with a trigger in ``takes``, is
-    enabled only while ``variable`` is ``"free"``; so is any step that raises the flag. After
-    a step ``variable`` becomes ``"held"`` if the instance's flag is true, ``"free"`` if it
-    was true and is no longer, and stays as it was otherwise. The system's invariants should
-    say that at most one instance holds it and that ``variable`` agrees."""
-
-    variable: str
-    flag: str
-    takes: frozenset[str]
-    rules: tuple[str, ...]
-    text: str
-
-    def after(self, held: Value, had: Value, has: Value, trigger: str) -> Value | None:
-        """The lock's value after a step of ``trigger`` that takes the instance's flag from
-        ``had`` to ``has``, or None when the lock refuses the step."""
-        if not had and held == "held" and (has or trigger in self.takes):
-            return None
-        if has:
-            return "held"
-        return "free" if had else held
-
-
-@dataclass(frozen=True, slots=True)
-class SystemConfig:
-    instances: tuple[Config, ...]
-    shared: tuple[Value, ...]  # the system's own variables, in declaration order
-
-
-@dataclass(frozen=True, slots=True)
-class SystemStep:
-    """One step of a system: ``moves`` lists (instance, machine step) for every instance that
-    moved (one for a local step, several for a sync step, none for a shared transition)."""
-
-    trigger: str
-    params: Params
-    moves: tuple[tuple[int, Step], ...]
-    shared: SharedTransition | None
-    after: SystemConfig
-
-    @property
-    def sync(self) -> bool:
-        return self.shared is None and len(self.moves) != 1
-
-    @property
-    def instance(self) -> int | None:
-        return self.moves[0][0] if len(self.moves) == 1 and self.shared is None else None
+from ._system_validate import _validate
 
 
 @dataclass(frozen=True)
@@ -473,124 +342,5 @@ def _replace(values: tuple[Value, ...], index: Mapping[str, int],
     return tuple(out)
 
 
-def _validate(s: System) -> None:
-    """Every declaration error of ``s``, the first one raised as a :class:`DeclarationError`."""
-    _validate_variables(s)
-    _validate_steps(s)
-    if s.mutex is not None:
-        _validate_mutex(s, s.mutex)
-    m = s.machine
-    if s.worker is not None:
-        param, var = s.worker
-        if param not in {p.name for t in m.transitions for p in t.params} or \
-                var not in set(m.variable_names):
-            raise DeclarationError(f"{s.name}: worker symmetry names parameter {param!r} and "
-                                   f"variable {var!r}; both must be declared by {m.name}")
-    # The step function must run from the initial configuration (catches a broken binding).
-    try:
-        for _ in s.enabled(s.initial_config()):
-            pass
-    except (KeyError, TypeError) as e:
-        raise DeclarationError(f"{s.name}: the system's guards or effects fail on the initial "
-                               f"configuration: {e!r}") from e
 
-
-def _validate_variables(s: System) -> None:
-    """The instance count, the shared variables and the system's own variables."""
-    m = s.machine
-    names = set(m.variable_names)
-    own = [v.name for v in s.variables]
-    if s.instances < 1:
-        raise DeclarationError(f"{s.name}: a system needs at least one instance, got {s.instances}")
-    for n in s.shared:
-        if n not in names:
-            raise DeclarationError(f"{s.name}: shared variable {n!r} is not a variable of "
-                                   f"{m.name}; declare it there or in the system's variables")
-    clash = sorted(set(own) & names)
-    if clash or len(own) != len(set(own)):
-        raise DeclarationError(f"{s.name}: system variables clash or repeat: {clash or own}")
-    for v in s.variables:
-        if not v.domain or v.initial not in v.domain:
-            raise DeclarationError(f"{s.name}: system variable {v.name!r} starts at {v.initial!r}, "
-                                   f"outside its domain {list(v.domain)}")
-
-
-def _validate_steps(s: System) -> None:
-    """Sync triggers, bindings, refinements, the system's own transitions and invariants."""
-    m = s.machine
-    triggers = set(m.triggers())
-    own = [v.name for v in s.variables]
-    for t in s.sync:
-        if t not in triggers:
-            raise DeclarationError(f"{s.name}: sync trigger {t!r} is not a trigger of {m.name}")
-    for t in s.per_instance:
-        if t not in s.sync:
-            raise DeclarationError(f"{s.name}: per-instance trigger {t!r} is not a sync trigger; "
-                                   "list it in sync too")
-    params = {p.name for t in m.transitions for p in t.params}
-    for b in s.bind:
-        if b.param not in params:
-            raise DeclarationError(f"{s.name}: bound parameter {b.param!r} is no parameter of {m.name}")
-        _reads_own(s, f"binding of {b.param!r}", b.reads, set(own))
-    for r in s.refinements:
-        if r.trigger not in triggers:
-            raise DeclarationError(f"{s.name}: refinement of unknown trigger {r.trigger!r}")
-        check_rules(r.rules, f"{s.name}: refinement of {r.trigger!r}")
-        # A per-instance trigger's parameters are each instance's own: not the step's to read.
-        readable = set() if r.trigger in s.per_instance else {
-            p.name for t in m.transitions if t.trigger == r.trigger for p in t.params}
-        for g in r.guards:
-            _reads_own(s, f"refinement guard {g.name!r}", g.reads, set(own) | readable)
-    for t2 in s.transitions:
-        check_rules(t2.rules, f"{s.name}: transition {t2.trigger!r}")
-        if t2.trigger in triggers:
-            raise DeclarationError(f"{s.name}: system transition {t2.trigger!r} shadows a trigger "
-                                   f"of {m.name}; rename it")
-        for g in t2.guards:
-            _reads_own(s, f"guard {g.name!r} of {t2.trigger!r}", g.reads,
-                       set(own) | {p.name for p in t2.params})
-    for i in s.invariants:
-        check_rules(i.rules, f"{s.name}: invariant {i.name!r}")
-
-
-def _validate_mutex(s: System, mx: Mutex) -> None:
-    m = s.machine
-    check_rules(mx.rules, f"{s.name}: mutex {mx.variable!r}")
-    own = {v.name: v for v in s.variables}
-    var = own.get(mx.variable)
-    if var is None or set(var.domain) != {"free", "held"}:
-        raise DeclarationError(f"{s.name}: the mutex's variable {mx.variable!r} must be a system "
-                               "variable over ('free', 'held')")
-    flag = {v.name: v for v in m.variables}.get(mx.flag)
-    if flag is None or set(flag.domain) != {False, True}:
-        raise DeclarationError(f"{s.name}: the mutex's flag {mx.flag!r} must be a boolean "
-                               f"variable of {m.name}")
-    unknown = sorted(mx.takes - set(m.triggers()))
-    if unknown:
-        raise DeclarationError(f"{s.name}: the mutex takes unknown triggers {unknown}")
-    both = sorted(mx.takes & set(s.sync))
-    if both:
-        raise DeclarationError(f"{s.name}: sync triggers {both} take the mutex; a lock is "
-                               "taken by one instance at a time")
-
-
-def _reads_own(s: System, what: str, reads: tuple[str, ...], allowed: set[str]) -> None:
-    unknown = sorted(set(reads) - allowed)
-    if unknown:
-        raise DeclarationError(f"{s.name}: {what} reads {unknown}, which the system does not "
-                               f"declare; it may read {sorted(allowed)}")
-
-
-__all__ = [
-    "NO_PARAMS",
-    "Binding",
-    "ModelError",
-    "Mutex",
-    "Refinement",
-    "SharedTransition",
-    "System",
-    "SystemConfig",
-    "SystemInvariant",
-    "SystemStep",
-    "Transition",
-]
+__all__ = ["System"]

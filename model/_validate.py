@@ -21,8 +21,12 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ._core import DeclarationError, Transition, Value, check_rules
-from ._expr import Env, Ref, check, lift
+from ._core import DeclarationError, check_rules
+from ._expr import check
+from ._expr_nodes import lift
+from ._expr_text import Ref
+from ._expr_types import Env
+from ._parts import Transition, Value
 
 if TYPE_CHECKING:
     from ._core import Protocol

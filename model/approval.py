@@ -89,20 +89,20 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-from ._core import (
+from ._core import Protocol
+from ._expr import STATE, A, B, P, T, V, minimum, unchanged, when
+from ._parts import (
     NO_EFFECT,
     Effect,
     Guard,
     Invariant,
     Param,
-    Protocol,
     State,
     StepProperty,
     Transition,
     Value,
     Variable,
 )
-from ._expr import STATE, A, B, P, T, V, minimum, unchanged, when
 
 __all__ = [
     "APPROVAL",

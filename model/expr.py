@@ -13,32 +13,20 @@ from ._expr import (
     STATE,
     A,
     Aggregate,
-    And,
-    Arith,
     B,
-    Compare,
-    Const,
-    Expr,
     I,
     IfElse,
-    Index,
-    IsIn,
     Max,
     Min,
-    Not,
-    Or,
     P,
     S,
     T,
     Unchanged,
-    Update,
     V,
-    Var,
     conjuncts,
     count,
     disjuncts,
     every,
-    lift,
     maximum,
     minimum,
     some,
@@ -46,8 +34,9 @@ from ._expr import (
     unchanged,
     when,
 )
-from ._expr import _Node as Node
-from ._expr import _values_text as values_text
+from ._expr_nodes import And, Arith, Compare, Const, Expr, Index, IsIn, Not, Or, Update, Var, lift
+from ._expr_nodes import _Node as Node
+from ._expr_text import _values_text as values_text
 
 __all__ = [
     "STATE", "A", "Aggregate", "And", "Arith", "B", "Compare", "Const", "Expr", "I", "IfElse",

@@ -52,18 +52,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-from ._core import (
-    Effect,
-    Guard,
-    Invariant,
-    Param,
-    Protocol,
-    State,
-    StepProperty,
-    Transition,
-    Variable,
-)
+from ._core import Protocol
 from ._expr import STATE, B, P, T, V, unchanged, when
+from ._parts import Effect, Guard, Invariant, Param, State, StepProperty, Transition, Variable
 
 __all__ = ["INVARIANTS", "LEDGER", "STEP_PROPERTIES", "LedgerState", "build_ledger_machine"]
 

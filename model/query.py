@@ -43,19 +43,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from ._core import (
-    NO_EFFECT,
-    Effect,
-    Guard,
-    Invariant,
-    Param,
-    Protocol,
-    State,
-    StepProperty,
-    Transition,
-    Variable,
-)
+from ._core import Protocol
 from ._expr import STATE, A, B, P, T, V, minimum, unchanged, when
+from ._parts import NO_EFFECT, Effect, Guard, Invariant, Param, State, StepProperty, Transition, Variable
 
 
 # --------------------------------------------------------------------------

@@ -73,9 +73,10 @@ Ledger system (the N tool calls of one assistant message; rules L1–L5):
 
 from __future__ import annotations
 
-from ._core import Effect, Guard, Variable
 from ._expr import I, S, count, every, some, total, when
-from ._system import Binding, Mutex, Refinement, SharedTransition, System, SystemInvariant
+from ._parts import Effect, Guard, Variable
+from ._system import System
+from ._system_parts import Binding, Mutex, Refinement, SharedTransition, SystemInvariant
 from .approval import APPROVAL
 from .ledger import LEDGER
 from .query import build_query_machine

@@ -28,7 +28,7 @@ from settled.conformance.mutants.crash import MUTANTS
 from settled.impl.shared._crash import install_boundary_hook, unwatched, watched
 from settled.impl.shared._db import connect, write
 from settled.model import LEDGER, QUERY
-from settled.model._core import Value
+from settled.model._parts import Value
 
 
 # --------------------------------------------------------------------------- (a) boundaries

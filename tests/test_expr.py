@@ -6,20 +6,15 @@ import pytest
 
 from settled.model import DeclarationError, Effect, Guard, Snapshot
 from settled.model._expr import (
-    GUARD,
     STATE,
-    STEP,
-    SYSTEM_INVARIANT,
     A,
     B,
-    Env,
     I,
     P,
     S,
     T,
     V,
     check,
-    compile_fn,
     count,
     every,
     maximum,
@@ -29,6 +24,8 @@ from settled.model._expr import (
     unchanged,
     when,
 )
+from settled.model._expr_compile import GUARD, STEP, SYSTEM_INVARIANT, compile_fn
+from settled.model._expr_types import Env
 
 
 def test_every_node_renders_to_the_text_a_reader_expects() -> None:

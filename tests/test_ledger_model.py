@@ -20,7 +20,7 @@ from settled.conformance._explore._system import explore_system
 from settled.model import MACHINES, SYSTEMS, Effect, Guard, IllegalTransition, Protocol, Transition
 from settled.model._expr import V, when
 from settled.model._oracle import Oracle
-from settled.model._system import Refinement
+from settled.model._system_parts import Refinement
 from settled.model.ledger import LEDGER, LedgerState
 from settled.model.systems import build_ledger_system
 

@@ -25,7 +25,8 @@ from conftest import need_quint
 from settled.conformance._explore._quint_system import QuintSystemModel, render_system_module
 from settled.conformance._explore._system import explore_system
 from settled.model import Config
-from settled.model._system import System, SystemConfig
+from settled.model._system import System
+from settled.model._system_parts import SystemConfig
 from settled.model.progress import liveness_of
 from settled.model.systems import build_approval_system, build_ledger_system, build_query_system
 

@@ -11,7 +11,8 @@ from settled.conformance._explore._system import explore_system, replay_system
 from settled.model import DeclarationError, Invariant
 from settled.model._core import Config, Step
 from settled.model._expr import V
-from settled.model._system import Refinement, System
+from settled.model._system import System
+from settled.model._system_parts import Refinement
 from settled.model.query import QueryState
 from settled.model.systems import build_approval_system, build_ledger_system, build_query_system
 
@@ -151,7 +152,7 @@ def _naive(system: System) -> tuple[int, int, set[int], set[tuple[str, str]]]:
     breaks."""
     from collections import deque
 
-    from settled.model._system import SystemConfig
+    from settled.model._system_parts import SystemConfig
 
     start = system.initial_config()
     seen: set[SystemConfig] = {start}
