@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from settled import _diagrams, _review
+from settled import _diagrams, _review, _review_inputs
 from settled._output import emit
 from settled._paths import OutputPathError, writable_dir
 
@@ -60,13 +60,13 @@ def review(
                   "here): there is no committed site to check; pass --root CHECKOUT or --out DIR")
         raise typer.Exit(2)
     try:
-        report = _review.read_verify_report(verify) if verify is not None else None
-        mutants_report = _review.read_mutants_report(mutants) if mutants is not None else None
-        traces, skipped = (_review.read_traces(counterexamples) if counterexamples is not None
+        report = _review_inputs.read_verify_report(verify) if verify is not None else None
+        mutants_report = _review_inputs.read_mutants_report(mutants) if mutants is not None else None
+        traces, skipped = (_review_inputs.read_traces(counterexamples) if counterexamples is not None
                            else ([], []))
         if not check:
             writable_dir(directory)
-    except (_review.ReviewInputError, OutputPathError) as e:
+    except (_review_inputs.ReviewInputError, OutputPathError) as e:
         err.print(f"settled review: {e}")
         raise typer.Exit(2) from None
     tests = root / "tests"

@@ -54,7 +54,7 @@ def test_reviewing_guide_quotes_a_real_counterexample_and_the_real_focused_diagr
     names every focused diagram that `settled diagrams` writes."""
     from test_explore import MUTANTS
 
-    from settled import _diagrams
+    from settled import _diagram_graph
     from settled.conformance._explore import explore
     from settled.model import MACHINES
 
@@ -67,7 +67,7 @@ def test_reviewing_guide_quotes_a_real_counterexample_and_the_real_focused_diagr
     named = set(re.findall(r"\(\.\./diagrams/(\w+\.\w+)\.svg\)", text)) - {
         "query.coverage", "approval.coverage"}
     assert named == {f"{p.name}.{s}" for p in MACHINES.values()
-                     for s in _diagrams.focused_states(p)}
+                     for s in _diagram_graph.focused_states(p)}
 
 
 def test_the_adapter_contract_tables_are_the_declarations() -> None:

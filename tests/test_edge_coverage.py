@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from settled import _diagrams, _verify
+from settled import _diagram_dot, _verify
 from settled.conformance import explore
 from settled.conformance._lockstep import (
     NO_TRANSITION,
@@ -118,7 +118,7 @@ def test_the_overlay_counts_guard_alternatives():
     cases = {c: 1 for c in declared_cases(QUERY2)}
     label = "cancel_confirmed: submission_unknown|running -> cancelled"
     del cases[(label, "platform_running_or_cancelled", "platform == cancelled")]
-    dot = _diagrams.to_dot(QUERY2, edges, cases)
+    dot = _diagram_dot.to_dot(QUERY2, edges, cases)
     assert "platform == running ×1, platform == cancelled NEVER FIRED" in dot
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from settled import _review
+from settled import _review, _review_data
 from settled._cmd_review import SITE, review_files
 from settled.conformance._explore import explore
 from settled.model import LEDGER, MACHINES, Invariant
@@ -90,7 +90,7 @@ def explorer_trace(directory: Path) -> Path:
 def system_trace(directory: Path) -> Path:
     """A real system explorer counterexample: the ledger system with an invariant that breaks."""
     from settled.conformance._explore._system import explore_system
-    from settled.model._system import SystemInvariant
+    from settled.model._system_parts import SystemInvariant
 
     system = SYSTEMS["ledger"]
     broken = dataclasses.replace(system, invariants=(*system.invariants, SystemInvariant(
@@ -190,7 +190,7 @@ def test_verify_drift_check_names_a_stale_review_page(tmp_path: Path) -> None:
 
 def test_texts_come_from_the_declarations() -> None:
     for p in MACHINES.values():
-        data = _review.machine_data(p)
+        data = _review_data.machine_data(p)
         for t, shown in zip(p.transitions, data["transitions"], strict=True):
             assert shown["guard_text"] == t.guard_text and shown["effect"] == t.effect.text
             assert [g["text"] for g in shown["guards"]] == [g.text for g in t.guards]

@@ -10,7 +10,7 @@ import sys
 import pygraphviz
 import pytest
 
-from settled import _diagrams, _spec
+from settled import _diagram_dot, _diagram_graph, _diagrams, _spec
 from settled.model import MACHINES, QUERY, RULES, Protocol, Transition
 from settled.model._graph import protocol_graph, static_findings
 
@@ -65,13 +65,13 @@ def _drawn(g: pygraphviz.AGraph) -> set[tuple[str, str, str]]:
 @pytest.mark.parametrize("machine", sorted(MACHINES))
 def test_dot_diagram_has_exactly_the_tables_states_and_transitions(machine):
     p = MACHINES[machine]
-    g = pygraphviz.AGraph(string=_diagrams.to_dot(p))
+    g = pygraphviz.AGraph(string=_diagram_dot.to_dot(p))
     assert {n for n in g.nodes() if not n.startswith("__")} == set(p.state_names)
     assert _drawn(g) == table_edges(p)
 
 
 def test_self_loops_are_listed_in_their_state_not_drawn_as_edges():
-    g = pygraphviz.AGraph(string=_diagrams.to_dot(QUERY))
+    g = pygraphviz.AGraph(string=_diagram_dot.to_dot(QUERY))
     assert not [e for e in g.edges() if e[0] == e[1]]
     assert "↻ crash_after_platform_stored" in g.get_node("submitting").attr["label"]
     # Loops shared by every state holding a lease are listed once, on a box around them.
@@ -81,17 +81,17 @@ def test_self_loops_are_listed_in_their_state_not_drawn_as_edges():
 
 
 def _kind_of(p, source: str, trigger: str) -> str:
-    return {_diagrams.kind(t) for t in p.transitions if t.trigger == trigger
+    return {_diagram_graph.kind(t) for t in p.transitions if t.trigger == trigger
             and source in t.source}.pop()
 
 
 @pytest.mark.parametrize("machine", sorted(MACHINES))
 def test_edges_and_loop_rows_are_styled_by_kind_as_the_legend_inside_says(machine):
     p = MACHINES[machine]
-    g = pygraphviz.AGraph(string=_diagrams.to_dot(p))
+    g = pygraphviz.AGraph(string=_diagram_dot.to_dot(p))
     legend = {k: (g.get_edge(f"__legend_{k}_a", f"__legend_{k}_b").attr["color"],
                   g.get_edge(f"__legend_{k}_a", f"__legend_{k}_b").attr["style"])
-              for k in _diagrams.KINDS}
+              for k in _diagram_graph.KINDS}
     assert len(set(legend.values())) == len(legend)  # the legend tells every kind apart
     for a, b, key in g.edges(keys=True):
         if a.startswith("__") or b.startswith("__"):
@@ -108,8 +108,8 @@ def test_every_crash_is_drawn_red_and_dotted_or_listed_red():
     from settled.model import APPROVAL
     crashes = {t.trigger for t in APPROVAL.transitions if t.trigger.startswith("crash")}
     assert len(crashes) >= 5
-    dot = _diagrams.to_dot(APPROVAL)
-    red = _diagrams.KINDS["crash"][0]
+    dot = _diagram_dot.to_dot(APPROVAL)
+    red = _diagram_graph.KINDS["crash"][0]
     for trigger in crashes:
         assert (re.search(rf'color="{red}">↻ {trigger}<', dot)
                 or re.search(rf'label="{trigger}\\l", color="{red}", fontcolor="{red}", '
@@ -136,7 +136,7 @@ def test_mermaid_diagram_has_exactly_the_tables_states_and_edges():
 
 
 def test_terminal_unknown_and_initial_states_are_drawn_distinctly():
-    g = pygraphviz.AGraph(string=_diagrams.to_dot(QUERY))
+    g = pygraphviz.AGraph(string=_diagram_dot.to_dot(QUERY))
     assert g.get_node("succeeded").attr["peripheries"] == "2"
     assert g.get_node("submission_unknown").attr["fillcolor"] == "#f5a623"
     assert g.get_node("drafted").attr["penwidth"] == "2.5"
@@ -147,12 +147,12 @@ def test_overview_png_fits_a_reader_at_96_dpi():
     overviews and the focused ones) is squeezed into that: its natural width is within 15 %
     of it, so the 9 pt text stays at least 7.7 pt on screen."""
     for p in MACHINES.values():
-        dots = {p.name: _diagrams.to_dot(p)} | {
-            f"{p.name}.{s}": _diagrams.to_focused_dot(p, s) for s in _diagrams.focused_states(p)}
+        dots = {p.name: _diagram_dot.to_dot(p)} | {
+            f"{p.name}.{s}": _diagram_dot.to_focused_dot(p, s) for s in _diagram_graph.focused_states(p)}
         for name, dot in dots.items():
             width, _ = _diagrams.png_size(_diagrams.to_png(dot, dpi=96))
             assert 500 < width <= 1000, (name, width)
-            assert _diagrams.natural_width(dot) * 96 / 72 <= 1150, name
+            assert _diagram_dot.natural_width(dot) * 96 / 72 <= 1150, name
     svg = _diagrams.artefacts(QUERY)["query.svg"]
     points = float(re.search(rb'<svg width="([\d.]+)pt"', svg).group(1))
     assert points * 96 / 72 <= 1000
@@ -185,7 +185,7 @@ def test_busy_states_get_a_focused_diagram_with_every_guard():
 def test_coverage_overlay_counts_every_transition_and_flags_the_unfired():
     counts = {(s, t.target(s), t.trigger): 2 for t in QUERY.transitions for s in t.source}
     counts[("running", "running", "crash")] = 0
-    dot = _diagrams.to_dot(QUERY, counts)
+    dot = _diagram_dot.to_dot(QUERY, counts)
     g = pygraphviz.AGraph(string=dot)
     assert _drawn(g) == table_edges(QUERY)
     assert dot.count("×0 NEVER FIRED") == 1  # once in the picture (the legend explains it)
