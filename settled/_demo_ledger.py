@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from settled.impl.approval._business import BusinessStore
-from settled.impl.ledger._ledger import LedgerRuntime, ToolCall
+from settled.impl.ledger._ledger import LedgerRuntime
+from settled.impl.ledger._ledger_values import ToolCall
 from settled.impl.shared._crash import CRASH_EXIT_CODE
 
 __all__ = ["CALLS", "bench_ledger", "demo_ledger"]

@@ -31,9 +31,9 @@ from settled.impl.platform._platform import (
     APP_DAILY_SQL,
     APP_MONTHLY_SQL,
     MONTHLY_BY_CHANNEL_SQL,
-    Fault,
     SyntheticPlatform,
 )
+from settled.impl.platform._platform_answers import Fault
 from settled.impl.query._store import Notification, QueryStore
 from settled.impl.query._worker import Worker
 from settled.impl.shared._errors import CallerError, InvalidInput

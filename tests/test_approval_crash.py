@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from settled.impl.approval._approval import ApprovalExpired, ApprovalRuntime, Call, CallState
-from settled.impl.approval._business import BusinessStore, canonical_json
+from settled.impl.approval._business import BusinessStore
+from settled.impl.approval._business_normalize import canonical_json
 from settled.impl.shared._crash import CRASH_EXIT_CODE
 
 S = CallState

@@ -20,7 +20,9 @@ import typer
 from typer.testing import CliRunner
 
 from settled import _cmd_bench, cli
-from settled._bench import count_transactions, fast_trace_lines, run_bench, write_trace
+from settled._bench import run_bench
+from settled._bench_impl import count_transactions
+from settled._bench_trace import fast_trace_lines, write_trace
 from settled._cmd_bench import register
 from settled.conformance._trace import check_file
 from settled.conformance._trace._tracegen import trace_lines

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from settled.impl.approval._business import BusinessStore, Product, canonical_json, fingerprint, normalize
+from settled.impl.approval._business import BusinessStore, Product
+from settled.impl.approval._business_normalize import canonical_json, fingerprint, normalize
 from settled.impl.approval._reconciler import LookupAnswer, LookupStatus, lookup
 from settled.impl.shared._errors import (
     Busy,

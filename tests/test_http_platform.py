@@ -13,20 +13,10 @@ from settled.conformance._bundled._query_adapter import FAULTS, NoInjection, Que
 from settled.conformance._bundled._suites import query_suite, query_system_suite
 from settled.conformance._lockstep import Action, make_lockstep, replay, run_lockstep, world
 from settled.conformance._profiles import profile
-from settled.impl.platform._http import (
-    HttpPlatform,
-    PlatformServer,
-    TransportFault,
-    serve_platform,
-)
-from settled.impl.platform._platform import (
-    APP_MONTHLY_SQL,
-    CancelAnswer,
-    LookupAnswer,
-    PlatformStatus,
-    SubmitAnswer,
-    SyntheticPlatform,
-)
+from settled.impl.platform._http import PlatformServer, TransportFault, serve_platform
+from settled.impl.platform._http_client import HttpPlatform
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.platform._platform_answers import CancelAnswer, LookupAnswer, PlatformStatus, SubmitAnswer
 from settled.impl.query._worker import Worker, unanswered
 from settled.impl.shared._errors import InvalidInput, NotFound, PlatformUnavailable
 from settled.model import build_query_machine

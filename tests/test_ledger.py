@@ -16,13 +16,10 @@ from typing import Any
 import pytest
 
 from settled._cmd_demo import ledger_problems
-from settled.impl.approval._business import BusinessStore, fingerprint
-from settled.impl.ledger._ledger import (
-    CONTRACTS,
-    LedgerRuntime,
-    ToolCall,
-    contracts_upgraded,
-)
+from settled.impl.approval._business import BusinessStore
+from settled.impl.approval._business_normalize import fingerprint
+from settled.impl.ledger._ledger import LedgerRuntime
+from settled.impl.ledger._ledger_values import CONTRACTS, ToolCall, contracts_upgraded
 from settled.impl.shared._errors import IdempotencyConflict, InvalidInput, NotAllowed, NotFound
 
 S = "session-1"

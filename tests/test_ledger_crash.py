@@ -28,7 +28,8 @@ import pytest
 
 from settled.conformance._trace import check_lines
 from settled.impl.approval._business import BusinessStore
-from settled.impl.ledger._ledger import HOOK_POINTS, LedgerRuntime, ToolCall, trace_lines
+from settled.impl.ledger._ledger import LedgerRuntime, trace_lines
+from settled.impl.ledger._ledger_values import HOOK_POINTS, ToolCall
 from settled.impl.shared._crash import CRASH_EXIT_CODE
 
 FORK = multiprocessing.get_context("fork")

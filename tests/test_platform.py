@@ -18,13 +18,15 @@ from settled.impl.platform._platform import (
     APP_MONTHLY_SQL,
     MAX_SQL_CHARS,
     MONTHLY_BY_CHANNEL_SQL,
+    SyntheticPlatform,
+)
+from settled.impl.platform._platform_answers import (
     CancelAnswer,
     CheckAnswer,
     Fault,
     LookupAnswer,
     PlatformStatus,
     SubmitAnswer,
-    SyntheticPlatform,
 )
 from settled.impl.shared._errors import (
     EnvironmentFault,

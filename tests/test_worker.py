@@ -21,14 +21,16 @@ from settled.conformance._trace import check_lines
 from settled.impl.platform._platform import (
     APP_DAILY_SQL,
     APP_MONTHLY_SQL,
+    MONTHLY_BY_CHANNEL_SQL,
+    SyntheticPlatform,
+)
+from settled.impl.platform._platform_answers import (
     CANCEL_AFTER,
     CANCEL_BEFORE,
     FAULT_KIND,
-    MONTHLY_BY_CHANNEL_SQL,
     Fault,
     PlatformStatus,
     SubmitAnswer,
-    SyntheticPlatform,
 )
 from settled.impl.query._events import trace_lines
 from settled.impl.query._store import Query, QueryStore

@@ -66,7 +66,8 @@ from settled.impl.approval._approval import (
     SessionBusy,
     ToolSpec,
 )
-from settled.impl.approval._business import BusinessStore, Product, fingerprint
+from settled.impl.approval._business import BusinessStore, Product
+from settled.impl.approval._business_normalize import fingerprint
 from settled.impl.approval._checkpoint import CheckpointStore
 from settled.impl.approval._checkpoint import trace_lines as checkpoint_trace_lines
 from settled.impl.approval._reconciler import LookupAnswer, lookup

@@ -13,7 +13,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
-from settled.impl.approval._business import BusinessStore, fingerprint, normalize
+from settled.impl.approval._business import BusinessStore
+from settled.impl.approval._business_normalize import fingerprint, normalize
 from settled.impl.shared._errors import CallerError
 from settled.model import Protocol, Value
 

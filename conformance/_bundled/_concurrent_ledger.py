@@ -61,7 +61,8 @@ from typing import Any, Final
 from settled.conformance._lockstep._concurrent import DEFAULT_MODE, CampaignResult, Mode, judge, run_clients
 from settled.conformance._lockstep._linearize import History, Operation
 from settled.impl.approval._business import BusinessStore, Product
-from settled.impl.ledger._ledger import LedgerRuntime, ToolCall
+from settled.impl.ledger._ledger import LedgerRuntime
+from settled.impl.ledger._ledger_values import ToolCall
 from settled.impl.shared._errors import Busy, CallerError
 from settled.model import LEDGER, Config, IllegalTransition
 from settled.model.ledger import LedgerState as L

@@ -58,20 +58,10 @@ from settled.conformance._bundled._query_world import (
     platform_template,
 )
 from settled.conformance._bundled._scratch import ram_disk, run_folder
-from settled.impl.platform._http import (
-    DEFAULT_TIMEOUT,
-    HttpPlatform,
-    PlatformServer,
-    TransportFault,
-)
-from settled.impl.platform._platform import (
-    APP_MONTHLY_SQL,
-    Fault,
-    PlatformClient,
-    PlatformStatus,
-    QueryResult,
-    SyntheticPlatform,
-)
+from settled.impl.platform._http import PlatformServer, TransportFault
+from settled.impl.platform._http_client import DEFAULT_TIMEOUT, HttpPlatform
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.platform._platform_answers import Fault, PlatformClient, PlatformStatus, QueryResult
 from settled.impl.query._store import QueryStore, query_row
 from settled.impl.query._worker import Worker
 from settled.impl.shared._crash import CrashNow, CrashPoints, unwatched

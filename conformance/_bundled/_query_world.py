@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from settled.impl.platform._http import TransportFault
-from settled.impl.platform._platform import APP_MONTHLY_SQL, Fault, SyntheticPlatform
+from settled.impl.platform._platform import APP_MONTHLY_SQL, SyntheticPlatform
+from settled.impl.platform._platform_answers import Fault
 from settled.impl.query._store import QueryStore
 from settled.impl.query._worker import Worker
 from settled.model import Protocol, build_query_machine

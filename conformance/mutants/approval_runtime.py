@@ -28,10 +28,8 @@ from settled.impl.approval._approval import (
     _text_id,
 )
 from settled.impl.approval._approval import CallState as State
-from settled.impl.approval._business import (
-    _APPLIERS,
-    normalize,
-)
+from settled.impl.approval._business_normalize import normalize
+from settled.impl.approval._business_rules import _APPLIERS
 from settled.impl.approval._checkpoint import SessionBusy
 from settled.impl.approval._reconciler import (
     LookupAnswer,
@@ -94,12 +92,10 @@ class A1RecoveryWithANewToken(ApprovalRuntime):
         return super()._lookup_and_act(
             dataclasses.replace(call, client_token=f"tok-{uuid.uuid4().hex}"))
 
-    def _absent(self, call: Call) -> Call:
-        if call.cancel_requested or call.rerun_used:  # bug
-            return super()._absent(call)
+    def _rerun(self, call: Call) -> Call:
         # bug: the re-run under the token the lookup used, the whole method
         rerun = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True)
-        # bug; shipped: return super()._absent(call)
+        # bug; shipped: return super()._rerun(call)
         return self._attempts(dataclasses.replace(rerun, client_token=call.client_token),
                               retries_allowed=False)
 
@@ -141,12 +137,7 @@ class A4ResultRebuiltFromCurrentStock(ApprovalRuntime):
 class A5RetryAfterAbsent(ApprovalRuntime):
     """The re-run after ``absent`` goes out with automatic retries on, like any transport call."""
 
-    def _absent(self, call: Call) -> Call:
-        if call.cancel_requested:
-            return self._update(call, "lookup_absent", _RECOVERING, S.CANCELLED)
-        if call.rerun_used:
-            return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
-                                error="absent after the one re-run; a person must decide")
+    def _rerun(self, call: Call) -> Call:
         call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True,
                             retries_allowed=True)  # bug: retries on; shipped: retries_allowed=False)
         return self._attempts(call, retries_allowed=call.retries_allowed)
@@ -230,12 +221,7 @@ class A6NeverEntersHandlerTwice(ApprovalRuntime):
     nothing, and the one re-run with the original token is what yields the one commit.
     """
 
-    def _absent(self, call: Call) -> Call:
-        if call.cancel_requested:
-            return self._update(call, "lookup_absent", _RECOVERING, S.CANCELLED)
-        if call.rerun_used:
-            return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
-                                error="absent after the one re-run; a person must decide")
+    def _rerun(self, call: Call) -> Call:
         # bug: handed to a person; shipped: call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True, retries_allowed=False)  # noqa: E501
         return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                             error="the handler was entered before; not entering it again")

@@ -17,15 +17,9 @@ from typing import Any, cast
 from settled.impl.approval._approval import (
     ApprovalRuntime,
 )
-from settled.impl.approval._business import (
-    _APPLIERS,
-    JSON,
-    TOOLS,
-    BusinessStore,
-    _record,
-    check_token,
-    fingerprint,
-)
+from settled.impl.approval._business import BusinessStore, _record
+from settled.impl.approval._business_normalize import JSON, TOOLS, check_token, fingerprint
+from settled.impl.approval._business_rules import _APPLIERS
 from settled.impl.approval._reconciler import (
     LookupAnswer,
     LookupStatus,

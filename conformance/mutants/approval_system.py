@@ -18,14 +18,13 @@ from typing import Any, cast
 
 from settled.conformance._bundled._approval_system_adapter import ApprovalSystemAdapter
 from settled.impl.approval._approval import ApprovalRuntime, Call
-from settled.impl.approval._business import (
+from settled.impl.approval._business import BusinessStore, _record
+from settled.impl.approval._business_normalize import JSON
+from settled.impl.approval._business_rules import (
     _APPLIERS,
-    JSON,
-    BusinessStore,
     _apply_create_order,
     _order_result,
     _product,
-    _record,
     _resubmitted_draft,
     _take_stock,
 )

@@ -22,16 +22,14 @@ from settled.conformance._bundled._approval_adapter import ApprovalAdapter
 from settled.conformance._bundled._ledger_adapter import LedgerAdapter
 from settled.conformance._bundled._query_adapter import QueryAdapter
 from settled.impl.approval._approval import ApprovalRuntime, Call, CallState
-from settled.impl.approval._business import (
-    _APPLIERS,
-    JSON,
-    BusinessStore,
-    _record,
-    canonical_json,
-)
-from settled.impl.ledger._ledger import Entry, LedgerRuntime
+from settled.impl.approval._business import BusinessStore, _record
+from settled.impl.approval._business_normalize import JSON, canonical_json
+from settled.impl.approval._business_rules import _APPLIERS
+from settled.impl.ledger._ledger import LedgerRuntime
+from settled.impl.ledger._ledger_values import Entry
 from settled.impl.query._values import iso, task_row
-from settled.impl.query._worker import SETTLED_PHASE, Worker
+from settled.impl.query._worker import Worker
+from settled.impl.query._worker_notify import SETTLED_PHASE
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import NotAllowed
 from settled.model.query import QueryState as S

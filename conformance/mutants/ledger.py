@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from settled.conformance._bundled._ledger_adapter import LedgerAdapter
-from settled.impl.approval._business import canonical_json, fingerprint
-from settled.impl.ledger._ledger import Entry, LedgerRuntime, TurnReport, _text_id
+from settled.impl.approval._business_normalize import canonical_json, fingerprint
+from settled.impl.ledger._ledger import LedgerRuntime
+from settled.impl.ledger._ledger_values import Entry, TurnReport, _text_id
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import IdempotencyConflict, InvalidInput
 
@@ -120,30 +121,31 @@ class L3ChangedParametersAccepted(LedgerRuntime):
             return self.entry(call_id)
 
 
-def _adapter(name: str, runtime: type[LedgerRuntime]) -> type[LedgerAdapter]:
-    return type(name, (LedgerAdapter,), {"runtime_class": runtime})
+def _adapter(runtime: type[LedgerRuntime]) -> type[LedgerAdapter]:
+    """The bundled ledger adapter, running the mutated ``runtime``."""
+    return type(f"{runtime.__name__}Adapter", (LedgerAdapter,), {"runtime_class": runtime})
 
 
 MUTANTS: list[Mutant] = [
     Mutant("L4-recovery-pairs-only-the-last-call", "L4", "ledger",
            "recovery pairs only the last tool call of the message, as if a checkpoint ending "
            "with a tool result meant the turn was answered",
-           _adapter("L4Adapter", L4PairsOnlyTheLastCall)),
+           _adapter(L4PairsOnlyTheLastCall)),
     Mutant("L4-recovery-stops-at-the-first-unpaired-call", "L4", "ledger",
            "the runtime's recovery stops at the first unpaired call that was not interrupted, "
            "leaving it unpaired for ever (only the quiescence phase shows it)",
-           _adapter("L4StopsAdapter", L4RecoveryStopsAtTheFirstUnpairedCall)),
+           _adapter(L4RecoveryStopsAtTheFirstUnpairedCall)),
     Mutant("L2-recovery-mints-a-new-operation-id", "L2", "ledger",
            "a call continued after a restart gets a new operation_id for the new run",
-           _adapter("L2Adapter", L2RecoveryMintsANewOperationId)),
+           _adapter(L2RecoveryMintsANewOperationId)),
     Mutant("L5-upgrade-reported-not-executed", "L5", "ledger",
            "after a contract upgrade a registered call without a receipt is validated against "
            "the new contract and reported 'invalid parameters, not executed'",
-           _adapter("L5Adapter", L5UpgradeReportedNotExecuted)),
+           _adapter(L5UpgradeReportedNotExecuted)),
     Mutant("L1-receipt-after-the-business-change", "L1", "ledger",
            "the success receipt is written in a transaction after the business change",
-           _adapter("L1Adapter", L1ReceiptAfterTheChange)),
+           _adapter(L1ReceiptAfterTheChange)),
     Mutant("L3-changed-parameters-accepted", "L3", "ledger",
            "the same call id with other parameters is accepted as an update of the call",
-           _adapter("L3Adapter", L3ChangedParametersAccepted)),
+           _adapter(L3ChangedParametersAccepted)),
 ]

@@ -178,9 +178,9 @@ class AuthorizationFollowsTask(QueryStore):
     as current and the query seems authorized at conditions nobody confirmed.
     """
 
-    @staticmethod
-    def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
-        QueryStore._log_condition_update(conn, task_id, now)
+    @classmethod
+    def _log_condition_update(cls, conn: sqlite3.Connection, task_id: str, now: str) -> None:
+        super()._log_condition_update(conn, task_id, now)
         version = task_row(conn, task_id)["condition_version"]  # bug
         states = tuple(s.value for s in LIVE)  # bug
         # bug

@@ -16,7 +16,6 @@ from typing import Any
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import Query, QueryStatus, QueryStore, Task, query_row, task_row
 from settled.impl.query._values import (
-    _DRAFT_STATES,
     PHASE_OPEN,
     _json,
     require_conditions,
@@ -60,25 +59,13 @@ class ConditionUpdateKeepsDrafts(QueryStore):
     """
 
     @staticmethod
-    def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
-        # Pending drafts lose their right to be confirmed (T2); authorized
-        # queries keep their version and only see the task move on (Q23).
-        rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE task_id = ? "
-                            "ORDER BY created_at, query_id", (task_id,)).fetchall()
-        for row in rows:
-            state = QueryState(row["execution_state"])
-            if state in _DRAFT_STATES:
-                # bug: re-stamped, not invalidated; shipped: target = QueryState.INVALIDATED
-                conn.execute("UPDATE queries SET condition_version = (SELECT condition_version "
-                             "FROM tasks WHERE task_id = ?) WHERE query_id = ?",
-                             (task_id, row["query_id"]))
-                continue  # bug
-            elif state in LIVE:
-                target = state
-            else:
-                continue
-            apply_step(conn, row["query_id"], trigger="condition_updated", params={},
-                       from_state=state, to_state=target, at=now)
+    def _make_stale(conn: sqlite3.Connection, query_id: str, state: QueryState, now: str) -> None:
+        # bug deleted; shipped: apply_step(conn, query_id, trigger="condition_updated", params={},
+        # bug deleted; shipped:            from_state=state, to_state=QueryState.INVALIDATED, at=now)
+        # bug: re-stamped with the task's new version, not invalidated
+        conn.execute("UPDATE queries SET condition_version = (SELECT condition_version FROM tasks "
+                     "WHERE task_id = (SELECT task_id FROM queries WHERE query_id = ?)) "
+                     "WHERE query_id = ?", (query_id, query_id))
 
 
 class RerunDeduplicatedBySql(QueryStore):

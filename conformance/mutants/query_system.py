@@ -16,11 +16,10 @@ import sqlite3
 from typing import cast
 
 from settled.conformance._bundled._query_system_adapter import QuerySystemAdapter
-from settled.impl.query._events import apply_step
 from settled.impl.query._store import QueryStore
 from settled.impl.query._values import _DRAFT_STATES
 from settled.impl.query._worker import Worker
-from settled.model.query import LIVE, QueryState
+from settled.model.query import QueryState
 
 from . import Mutant
 from .query import VersionCountsEveryTask
@@ -39,24 +38,11 @@ class UpdateInvalidatesNewestDraftOnly(QueryStore):
     """
 
     @staticmethod
-    def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
-        rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE task_id = ? "
-                            "ORDER BY created_at, query_id", (task_id,)).fetchall()
-        # bug: the newest draft found first
-        drafts = [r for r in rows if QueryState(r["execution_state"]) in _DRAFT_STATES]
-        newest = drafts[-1]["query_id"] if drafts else None  # bug
-        for row in rows:
-            state = QueryState(row["execution_state"])
-            if state in _DRAFT_STATES:
-                if row["query_id"] != newest:  # bug: older drafts are left as they are
-                    continue
-                target = QueryState.INVALIDATED
-            elif state in LIVE:
-                target = state
-            else:
-                continue
-            apply_step(conn, row["query_id"], trigger="condition_updated", params={},
-                       from_state=state, to_state=target, at=now)
+    def _stale_drafts(rows: list[sqlite3.Row]) -> set[str]:
+        # bug deleted; shipped: return {r["query_id"] for r in rows if QueryState(r["execution_state"]) in _DRAFT_STATES}  # noqa: E501
+        # bug: the newest draft alone
+        drafts = [r["query_id"] for r in rows if QueryState(r["execution_state"]) in _DRAFT_STATES]
+        return set(drafts[-1:])  # bug
 
 
 class OlderPendingMessageIgnored(QueryStore):

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, cast
 
-from settled.impl.platform._platform import CancelAnswer, PlatformStatus, SubmitAnswer
+from settled.impl.platform._platform_answers import CancelAnswer, PlatformStatus, SubmitAnswer
 from settled.impl.query._store import query_row, task_row
 from settled.impl.query._worker import Worker
 from settled.impl.shared._errors import NotAllowed, StaleLease

@@ -23,30 +23,30 @@ campaigns of ``settled mutants`` cannot reach them by construction;
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from settled.conformance._bundled._approval_adapter import ApprovalAdapter
 from settled.conformance._bundled._ledger_adapter import LedgerAdapter
 from settled.conformance._bundled._query_adapter import QueryAdapter
 from settled.impl.approval._business import (
-    _APPLIERS,
-    JSON,
     MAX_CONFLICT_RETRIES,
     BusinessStore,
-    _product,
     _record,
     _unique_violation,
-    canonical_json,
 )
-from settled.impl.ledger._ledger import Entry, LedgerRuntime
+from settled.impl.approval._business_normalize import JSON, canonical_json
+from settled.impl.approval._business_rules import _APPLIERS, _product
+from settled.impl.ledger._ledger import LedgerRuntime
+from settled.impl.ledger._ledger_values import Entry
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import iso, query_row
 from settled.impl.query._worker import Worker
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import Busy, InsufficientStock, NotAllowed
-from settled.impl.shared._ids import require_id
 from settled.impl.shared._pg import WriteConflict
 from settled.model.query import QueryState as S
 
@@ -57,7 +57,28 @@ __all__ = ["RACE_MUTANTS", "ClaimEpochReadBeforeLock", "ClaimSplitAcrossTransact
 
 
 
-class ClaimEpochReadBeforeLock(Worker):
+class _UnfencedLease(Worker):
+    """The claim's lease written without the fence on the epoch it was judged at: the half
+    both claim races share. With the fence, the losing claim of a race fails its write; without
+    it, both claims win."""
+
+    def _take_lease(self, conn: sqlite3.Connection, row: sqlite3.Row, now: datetime,
+                    begin_submit: bool) -> tuple[int, bool]:
+        epoch = row["lease_epoch"] + 1
+        apply_step(conn, row["query_id"], trigger="claim", params=self._params,
+                   from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
+                   at=iso(now),  # bug: unfenced; shipped: at=iso(now), epoch=row["lease_epoch"],
+                   updates={"lease_epoch": epoch, "lease_owner": self.name,
+                            "lease_expires_at": self._expiry(now)})
+        submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
+        if submitting:
+            claimed = query_row(conn, row["query_id"])
+            self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
+                "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
+        return epoch, submitting
+
+
+class ClaimEpochReadBeforeLock(_UnfencedLease):
     """Q11 broken under concurrency: the claim reads the row before taking the write lock.
 
     How it gets written: "look before you lock" to keep the write transaction
@@ -70,42 +91,18 @@ class ClaimEpochReadBeforeLock(Worker):
 
     def claim(self, query_id: str | None = None, *, begin_submit: bool = False) -> str | None:
         now = self._now()
-        if query_id is not None:  # bug: read and judged before the lock
-            row = query_row(self._conn, require_id("query_id", query_id))
-            reason = self._unclaimable(row, now)
-            if reason:
-                raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
+        # bug: read and judged before the lock, on the plain connection
+        judged = None if query_id is None else self._claim_target(self._conn, query_id, now)
         with write(self._conn) as conn:
-            if query_id is not None:
-                # bug deleted; shipped: row = self._claim_row(conn, require_id("query_id", query_id))
-                # bug deleted; shipped: reason = self._unclaimable(row, now)
-                # bug deleted; shipped: if reason:
-                # bug deleted; shipped:     raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")  # noqa: E501
-                pass  # bug: checked above
-            else:
-                found = next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
-                             None)
-                if found is None:
-                    return None
-                row = found
-            epoch = row["lease_epoch"] + 1
-            apply_step(conn, row["query_id"], trigger="claim", params=self._params,
-                       from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
-                       at=iso(now),  # bug: unfenced; shipped: at=iso(now), epoch=row["lease_epoch"],
-                       updates={"lease_epoch": epoch, "lease_owner": self.name,
-                                "lease_expires_at": self._expiry(now)})
-            submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
-            if submitting:
-                claimed = query_row(conn, row["query_id"])
-                self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
-                    "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
-        self.held[row["query_id"]] = epoch
-        if submitting:
-            self._crash.hit("after_submitting_commit")
-        return str(row["query_id"])
+            # bug: not judged again under the lock; shipped: row = self._claim_target(conn, query_id, now)
+            row = judged if judged is not None else self._claim_target(conn, query_id, now)
+            if row is None:
+                return None
+            epoch, submitting = self._take_lease(conn, row, now, begin_submit)
+        return self._lease_taken(str(row["query_id"]), epoch, submitting)
 
 
-class ClaimSplitAcrossTransactions(Worker):
+class ClaimSplitAcrossTransactions(_UnfencedLease):
     """Q11 broken under concurrency: the claim checks in one transaction and acts in another.
 
     How it gets written: the check (is the query live, is its lease free) is
@@ -117,41 +114,16 @@ class ClaimSplitAcrossTransactions(Worker):
 
     def claim(self, query_id: str | None = None, *, begin_submit: bool = False) -> str | None:
         now = self._now()
-        if query_id is not None:  # bug: checked in a write transaction of its own
-            with write(self._conn) as conn:
-                row = self._claim_row(conn, require_id("query_id", query_id))
-                reason = self._unclaimable(row, now)
-                if reason:
-                    raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: "
-                                     f"{reason}")
         with write(self._conn) as conn:
-            if query_id is not None:
-                # bug deleted; shipped: row = self._claim_row(conn, require_id("query_id", query_id))
-                # bug deleted; shipped: reason = self._unclaimable(row, now)
-                # bug deleted; shipped: if reason:
-                # bug deleted; shipped:     raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")  # noqa: E501
-                pass  # bug: checked in the first transaction
-            else:
-                found = next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
-                             None)
-                if found is None:
-                    return None
-                row = found
-            epoch = row["lease_epoch"] + 1
-            apply_step(conn, row["query_id"], trigger="claim", params=self._params,
-                       from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
-                       at=iso(now),  # bug: unfenced; shipped: at=iso(now), epoch=row["lease_epoch"],
-                       updates={"lease_epoch": epoch, "lease_owner": self.name,
-                                "lease_expires_at": self._expiry(now)})
-            submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
-            if submitting:
-                claimed = query_row(conn, row["query_id"])
-                self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
-                    "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
-        self.held[row["query_id"]] = epoch
-        if submitting:
-            self._crash.hit("after_submitting_commit")
-        return str(row["query_id"])
+            row = self._claim_target(conn, query_id, now)
+            # bug deleted; shipped: if row is None:
+            # bug deleted; shipped:     return None
+            # bug deleted; shipped: epoch, submitting = self._take_lease(conn, row, now, begin_submit)
+        if row is None:  # bug: the check's transaction ends here
+            return None
+        with write(self._conn) as conn:  # bug: the act in a second transaction
+            epoch, submitting = self._take_lease(conn, row, now, begin_submit)
+        return self._lease_taken(str(row["query_id"]), epoch, submitting)
 
 
 # --------------------------------------------------------------------------- business store

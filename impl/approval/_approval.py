@@ -51,7 +51,8 @@ from ..shared._errors import CallerError, InvalidInput, LookupFailed, NotAllowed
 from ..shared._ids import require_id
 from ..shared._pg import is_url
 from ._business import SCHEMA_VERSION as BUSINESS_SCHEMA_VERSION
-from ._business import BusinessStore, canonical_json, normalize
+from ._business import BusinessStore
+from ._business_normalize import canonical_json, normalize
 from ._checkpoint import Call, CallState, CheckpointStore, SessionBusy, StateMoved
 from ._display import DisplayEvent
 from ._reconciler import LookupAnswer, LookupStatus, lookup
@@ -415,6 +416,11 @@ class ApprovalRuntime:
         if call.rerun_used:
             return self._update(call, "lookup_absent", _RECOVERING, S.UNKNOWN,
                                 error="absent after the one re-run; a person must decide")
+        return self._rerun(call)
+
+    def _rerun(self, call: Call) -> Call:
+        """The one re-run after ``absent``: under the call's own token, automatic retries off
+        (A5), so the handler that committed nothing is entered once more (A6)."""
         call = self._update(call, "lookup_absent", _RECOVERING, S.EXECUTING, rerun_used=True,
                             retries_allowed=False)
         return self._attempts(call, retries_allowed=call.retries_allowed)

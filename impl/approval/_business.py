@@ -18,46 +18,38 @@ so the token stays free and a later valid call with it succeeds.
 
 Hooks let a crash test stop the process at a named point of that path (see
 :data:`HOOK_POINTS`); the default hook does nothing.
+
+This module is the store: its schema, catalogue, token records and transaction. The
+normalization and fingerprint live in :mod:`._business_normalize`, the business rules
+each tool applies in :mod:`._business_rules`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
 from ..shared import _pg
 from ..shared._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
-from ..shared._errors import (
-    Busy,
-    IdempotencyConflict,
-    InsufficientStock,
-    InvalidInput,
-    NotAllowed,
-    NotFound,
-)
-from ..shared._ids import MAX_ID_CHARS, require_id
+from ..shared._errors import Busy, IdempotencyConflict, InvalidInput, NotFound
 from ..shared._pg import WriteConflict, is_url
+from ._business_normalize import JSON, _show, canonical_json, check_token, fingerprint, normalize
+from ._business_rules import _APPLIERS, _product
 
 __all__ = [
     "DEFAULT_CATALOGUE",
     "HOOK_POINTS",
     "SCHEMA_VERSION",
-    "TOOLS",
     "BusinessStore",
     "Clock",
     "Hook",
     "Product",
-    "canonical_json",
-    "check_token",
-    "fingerprint",
-    "normalize",
     "seed",
 ]
 
@@ -113,17 +105,6 @@ def _unique_violation() -> type[Exception]:
 
 class _Never(Exception):
     """Stands for an error class that cannot occur."""
-TOOLS: Final = ("create_order", "cancel_order", "adjust_stock", "set_listing")
-
-MAX_TOKEN_CHARS: Final = MAX_ID_CHARS  # a token is an id (_ids)
-MAX_SKU_CHARS: Final = 64
-MAX_CUSTOMER_CHARS: Final = 200
-MAX_ITEMS: Final = 100
-MAX_LINE_QUANTITY: Final = 10_000
-MAX_ABS_DELTA: Final = 1_000_000
-MAX_PAYLOAD_BYTES: Final = 16 * 1024
-
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,244 +125,6 @@ DEFAULT_CATALOGUE: Final = (
     Product("A1003", "Paper notebook", 250),
     Product("B2001", "Desk lamp", 5, listed=False),
 )
-
-
-# --- canonical form -------------------------------------------------------------------------
-
-
-def canonical_json(value: object) -> str:
-    """Sorted keys, no spaces, no NaN: equal values give equal text, byte for byte."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
-
-
-def fingerprint(tool: str, normalized_args: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of tool and normalized arguments (W1, W3)."""
-    text = canonical_json({"tool": tool, "args": dict(normalized_args)})
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def check_token(client_token: object) -> str:
-    """A token is an id (``_ids``): a non-blank string of at most 128 characters, kept exactly
-    as given."""
-    return require_id("client_token", client_token, "pass the token created for this tool "
-                      "execution (at most 128 characters)")
-
-
-def normalize(tool: str, args: Mapping[str, Any]) -> JSON:
-    """Validate ``args`` and return the canonical request (W5); never touches a database.
-
-    Idempotent: ``normalize(tool, normalize(tool, args)) == normalize(tool, args)``, so the
-    runtime may store either form and the reconciler compares like with like.
-    """
-    normalizer = _NORMALIZERS.get(tool)
-    if normalizer is None:
-        raise InvalidInput(f"unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
-    _check_payload(tool, args)
-    return normalizer(args)
-
-
-def _check_payload(tool: str, args: object) -> None:
-    if not isinstance(args, Mapping):
-        raise InvalidInput(f"{tool}: arguments must be a mapping, got {type(args).__name__}")
-    try:
-        size = len(canonical_json(args).encode("utf-8"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{tool}: arguments must be plain JSON values ({exc})") from exc
-    if size > MAX_PAYLOAD_BYTES:
-        raise InvalidInput(f"{tool}: arguments are {size} bytes of JSON, at most "
-                           f"{MAX_PAYLOAD_BYTES} bytes (16 KiB) are allowed; split the request")
-
-
-def _fields(tool: str, args: Mapping[str, Any], required: Sequence[str],
-            optional: Sequence[str] = ()) -> None:
-    missing = [name for name in required if name not in args]
-    unknown = sorted(str(name) for name in args if name not in (*required, *optional))
-    if missing:
-        raise InvalidInput(f"{tool}: missing field(s) {', '.join(missing)}; "
-                           f"required are {', '.join(required)}")
-    if unknown:
-        raise InvalidInput(f"{tool}: unknown field(s) {', '.join(unknown)}; "
-                           f"allowed are {', '.join((*required, *optional))}")
-
-
-def _text(where: str, value: object, limit: int, *, strip: bool = False) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{where} is {_show(value)}; it must be a non-empty string")
-    text = value.strip() if strip else value
-    if len(text) > limit:
-        raise InvalidInput(f"{where} has {len(text)} characters, at most {limit} are allowed; "
-                           "shorten it")
-    return text
-
-
-def _integer(where: str, value: object, low: int, high: int) -> int:
-    # bool is an int subclass; True must not pass for a quantity of 1.
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(f"{where} is {_show(value)}; it must be an integer from {low} to {high}")
-    return value
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
-
-
-def _normalize_create_order(args: Mapping[str, Any]) -> JSON:
-    _fields("create_order", args, ("customer", "items"), ("draft_id",))
-    customer = _text("create_order: customer", args["customer"], MAX_CUSTOMER_CHARS, strip=True)
-    draft = args.get("draft_id")
-    draft_id = None if draft is None else require_id("create_order: draft_id", draft, "pass the draft's id")
-    return {"customer": customer, "items": _merge_items(args["items"]), "draft_id": draft_id}
-
-
-def _merge_items(items: object) -> list[JSON]:
-    """Merge quantities per SKU and sort by SKU, so reordered or split items are one request."""
-    if not isinstance(items, list | tuple) or not 1 <= len(items) <= MAX_ITEMS:
-        raise InvalidInput(f"create_order: items is {_show(items)}; it must be a list of 1 to "
-                           f"{MAX_ITEMS} {{sku, quantity}} objects")
-    merged: dict[str, int] = {}
-    for index, item in enumerate(items):
-        where = f"create_order: items[{index}]"
-        if not isinstance(item, Mapping):
-            raise InvalidInput(f"{where} is {_show(item)}; it must be a {{sku, quantity}} object")
-        _fields(where, item, ("sku", "quantity"))
-        sku = _text(f"{where}.sku", item["sku"], MAX_SKU_CHARS)
-        quantity = _integer(f"{where}.quantity", item["quantity"], 1, MAX_LINE_QUANTITY)
-        merged[sku] = merged.get(sku, 0) + quantity
-    for sku, total in merged.items():
-        _integer(f"create_order: total quantity of sku {sku!r}", total, 1, MAX_LINE_QUANTITY)
-    return [{"sku": sku, "quantity": merged[sku]} for sku in sorted(merged)]
-
-
-def _normalize_cancel_order(args: Mapping[str, Any]) -> JSON:
-    _fields("cancel_order", args, ("order_id",))
-    return {"order_id": require_id("cancel_order: order_id", args["order_id"], "pass the order's id")}
-
-
-def _normalize_adjust_stock(args: Mapping[str, Any]) -> JSON:
-    _fields("adjust_stock", args, ("sku", "delta"))
-    sku = _text("adjust_stock: sku", args["sku"], MAX_SKU_CHARS)
-    delta = _integer("adjust_stock: delta", args["delta"], -MAX_ABS_DELTA, MAX_ABS_DELTA)
-    if delta == 0:
-        raise InvalidInput("adjust_stock: delta is 0; a stock adjustment must change the stock")
-    return {"sku": sku, "delta": delta}
-
-
-def _normalize_set_listing(args: Mapping[str, Any]) -> JSON:
-    _fields("set_listing", args, ("sku", "listed"))
-    if not isinstance(args["listed"], bool):
-        raise InvalidInput(f"set_listing: listed is {_show(args['listed'])}; it must be true or "
-                           "false")
-    return {"sku": _text("set_listing: sku", args["sku"], MAX_SKU_CHARS), "listed": args["listed"]}
-
-
-_NORMALIZERS: Final[dict[str, Callable[[Mapping[str, Any]], JSON]]] = {
-    "create_order": _normalize_create_order,
-    "cancel_order": _normalize_cancel_order,
-    "adjust_stock": _normalize_adjust_stock,
-    "set_listing": _normalize_set_listing,
-}
-
-
-# --- business rules, applied inside the write transaction ------------------------------------
-
-
-def _product(conn: sqlite3.Connection, sku: str) -> sqlite3.Row:
-    row = conn.execute("SELECT sku, stock, listed FROM products WHERE sku = ?", (sku,)).fetchone()
-    if row is None:
-        raise NotFound(f"unknown sku {sku!r}; nothing was changed, use a sku from the catalogue")
-    return row  # type: ignore[no-any-return]
-
-
-def _apply_create_order(conn: sqlite3.Connection, args: JSON, now: float) -> JSON:
-    # W7 comes before the stock check: resubmitting a draft whose stock has since run
-    # out must still answer with the original order, not with an oversell error.
-    if args["draft_id"] is not None:
-        row = conn.execute("SELECT order_id FROM orders WHERE draft_id = ?",
-                           (args["draft_id"],)).fetchone()
-        if row is not None:
-            return _resubmitted_draft(conn, row["order_id"], args)
-    _take_stock(conn, args["items"])
-    # Writers are serialized by BEGIN IMMEDIATE and orders are never deleted, so the
-    # count is a gap-free, deterministic id source.
-    count = conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0]
-    order_id = f"ord-{count + 1:06d}"
-    conn.execute("INSERT INTO orders (order_id, customer, status, draft_id, created_at) "
-                 "VALUES (?, ?, 'open', ?, ?)", (order_id, args["customer"], args["draft_id"], now))
-    conn.executemany("INSERT INTO order_lines (order_id, sku, quantity) VALUES (?, ?, ?)",
-                     [(order_id, item["sku"], item["quantity"]) for item in args["items"]])
-    return _order_result(conn, order_id)
-
-
-def _take_stock(conn: sqlite3.Connection, items: list[JSON]) -> None:
-    # Check every line before changing any, so the error names the first real problem.
-    for item in items:
-        product = _product(conn, item["sku"])
-        if not product["listed"]:
-            raise NotAllowed(f"sku {item['sku']!r} is not listed; nothing was changed, "
-                             "list the product before ordering it")
-        if product["stock"] < item["quantity"]:
-            raise InsufficientStock(item["sku"], item["quantity"], product["stock"])
-    conn.executemany("UPDATE products SET stock = stock - ? WHERE sku = ?",
-                     [(item["quantity"], item["sku"]) for item in items])
-
-
-def _resubmitted_draft(conn: sqlite3.Connection, order_id: str, args: JSON) -> JSON:
-    original = _order_result(conn, order_id)
-    if (original["customer"], original["items"]) != (args["customer"], args["items"]):
-        raise IdempotencyConflict(
-            f"draft {args['draft_id']!r} was already submitted as order {order_id!r} with "
-            "another customer or items; nothing was changed, submit a new draft instead")
-    return original
-
-
-def _order_result(conn: sqlite3.Connection, order_id: str) -> JSON:
-    order = conn.execute("SELECT order_id, customer, status, draft_id, created_at FROM orders "
-                         "WHERE order_id = ?", (order_id,)).fetchone()
-    lines = conn.execute("SELECT sku, quantity FROM order_lines WHERE order_id = ? ORDER BY sku",
-                         (order_id,)).fetchall()
-    return {**dict(order), "items": [dict(line) for line in lines]}
-
-
-def _apply_cancel_order(conn: sqlite3.Connection, args: JSON, now: float) -> JSON:
-    order_id = args["order_id"]
-    row = conn.execute("SELECT status FROM orders WHERE order_id = ?", (order_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"unknown order {order_id!r}; nothing was changed, check the order id")
-    if row["status"] == "cancelled":
-        raise NotAllowed(f"order {order_id!r} is already cancelled; nothing was changed")
-    lines = conn.execute("SELECT sku, quantity FROM order_lines WHERE order_id = ? ORDER BY sku",
-                         (order_id,)).fetchall()
-    conn.executemany("UPDATE products SET stock = stock + ? WHERE sku = ?",
-                     [(line["quantity"], line["sku"]) for line in lines])
-    conn.execute("UPDATE orders SET status = 'cancelled' WHERE order_id = ?", (order_id,))
-    return {"order_id": order_id, "status": "cancelled",
-            "restored_items": [dict(line) for line in lines]}
-
-
-def _apply_adjust_stock(conn: sqlite3.Connection, args: JSON, now: float) -> JSON:
-    sku, delta = args["sku"], args["delta"]
-    before = _product(conn, sku)["stock"]
-    if before + delta < 0:
-        raise InsufficientStock(sku, -delta, before)
-    conn.execute("UPDATE products SET stock = ? WHERE sku = ?", (before + delta, sku))
-    return {"sku": sku, "delta": delta, "stock_before": before, "stock_after": before + delta}
-
-
-def _apply_set_listing(conn: sqlite3.Connection, args: JSON, now: float) -> JSON:
-    sku, listed = args["sku"], args["listed"]
-    was_listed = bool(_product(conn, sku)["listed"])
-    conn.execute("UPDATE products SET listed = ? WHERE sku = ?", (int(listed), sku))
-    return {"sku": sku, "listed": listed, "was_listed": was_listed}
-
-
-_APPLIERS: Final[dict[str, Callable[[sqlite3.Connection, JSON, float], JSON]]] = {
-    "create_order": _apply_create_order,
-    "cancel_order": _apply_cancel_order,
-    "adjust_stock": _apply_adjust_stock,
-    "set_listing": _apply_set_listing,
-}
 
 
 # --- the store ------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from ...model.approval import ApprovalState
 from ..shared._db import DEFAULT_BUSY_TIMEOUT, apply_schema, connect, write
 from ..shared._declared import require_declared
 from ..shared._errors import Busy, InvalidInput, NotAllowed, NotFound
-from ._business import canonical_json
+from ._business_normalize import canonical_json
 from ._display import DISPLAY_SCHEMA, DisplayEvent, append_event, events_since
 
 __all__ = [

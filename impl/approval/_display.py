@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..shared._errors import InvalidInput
-from ._business import canonical_json
+from ._business_normalize import canonical_json
 
 __all__ = ["DISPLAY_SCHEMA", "DisplayEvent", "append_event", "events_since"]
 

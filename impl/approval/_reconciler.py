@@ -38,7 +38,7 @@ from ..shared import _pg
 from ..shared._db import DEFAULT_BUSY_TIMEOUT
 from ..shared._errors import InvalidInput, LookupFailed
 from ..shared._pg import is_url
-from ._business import TOOLS, check_token, fingerprint, normalize
+from ._business_normalize import TOOLS, check_token, fingerprint, normalize
 
 __all__ = [
     "LookupAnswer",

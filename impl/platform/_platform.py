@@ -23,23 +23,20 @@ the caller cannot tell "stored, answer lost" from "never arrived", which is
 the whole point of Q13-Q15.
 
 User SQL only ever runs in the read-only sandbox of :mod:`._orders_data`.
+
+The vocabulary of the calls (statuses, answers, faults, the client protocol) is
+:mod:`._platform_answers`; the files, their schema and the observers' figures are
+:mod:`._platform_ledger`, the base class of :class:`SyntheticPlatform`.
 """
 
 from __future__ import annotations
 
-import enum
-import fcntl
 import hashlib
 import json
-import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
-from ..shared._db import apply_schema, connect, write
+from ..shared._db import write
 from ..shared._errors import Busy, InvalidInput, NotAllowed, NotFound, PlatformUnavailable
 from ._orders_data import (
     APP_DAILY_SQL,
@@ -47,232 +44,42 @@ from ._orders_data import (
     MAX_RESULT_ROWS,
     MAX_SQL_CHARS,
     MONTHLY_BY_CHANNEL_SQL,
-    Sandbox,
     SqlRefused,
     SqlValue,
-    ensure_orders_database,
     shape_problem,
     statement_body,
 )
+from ._platform_answers import (
+    CANCEL_AFTER,
+    CANCEL_BEFORE,
+    FAULT_KIND,
+    LOOKUP_FAULTS,
+    SUBMIT_AFTER,
+    SUBMIT_BEFORE,
+    CancelAnswer,
+    CheckAnswer,
+    Fault,
+    LookupAnswer,
+    PlatformStatus,
+    QueryResult,
+    SubmitAnswer,
+)
+from ._platform_ledger import PlatformLedger, _require_query_id, _take_fault, _take_first
 
 __all__ = [
     "APP_DAILY_SQL",
     "APP_MONTHLY_SQL",
-    "LEDGER_SCHEMA_VERSION",
-    "MAX_QUERY_ID_CHARS",
     "MAX_RESULT_ROWS",
     "MAX_SQL_CHARS",
     "MONTHLY_BY_CHANNEL_SQL",
-    "CancelAnswer",
-    "CheckAnswer",
-    "Fault",
-    "LookupAnswer",
-    "PlatformClient",
-    "PlatformStatus",
-    "QueryResult",
     "SqlValue",
-    "SubmitAnswer",
     "SyntheticPlatform",
 ]
-
-MAX_QUERY_ID_CHARS: Final = 200
-
-LEDGER_SCHEMA_VERSION: Final = 1
-LEDGER_SCHEMA: Final = """
-CREATE TABLE submissions (
-    query_id TEXT PRIMARY KEY,
-    fingerprint TEXT NOT NULL,
-    target TEXT NOT NULL,
-    target_version INTEGER NOT NULL,
-    sql TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled')),
-    polls INTEGER NOT NULL DEFAULT 0,
-    executions INTEGER NOT NULL DEFAULT 0,
-    error TEXT,
-    columns_json TEXT,
-    rows_json TEXT
-);
-CREATE TABLE arrivals (
-    query_id TEXT PRIMARY KEY,
-    received INTEGER NOT NULL CHECK (received > 0)
-);
-CREATE TABLE faults (
-    fault TEXT PRIMARY KEY,
-    remaining INTEGER NOT NULL CHECK (remaining >= 0)
-)
-"""
-
-
-
-class PlatformStatus(enum.Enum):
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class Fault(enum.Enum):
-    """One-shot faults; each is consumed by the next call it applies to."""
-
-    LOST_RESPONSE = "lost_response"  # submit or cancel is processed, the answer is lost
-    UNDELIVERED = "undelivered"  # submit never arrives: nothing stored, nothing counted
-    REJECT = "reject"  # a submit that would store a new submission is refused instead
-    LOOKUP_TIMEOUT = "lookup_timeout"  # lookup: nothing learnt, no poll counted
-    CANCEL_TIMEOUT = "cancel_timeout"  # cancel never arrives: nothing changed
-    EXEC_FAIL = "exec_fail"  # the next completion fails with a runtime error
-    # Every other failure that proves nothing (Q14, Q15, Q21), for every call alike:
-    RESET_BEFORE = "reset_before"  # the connection resets before the request arrives
-    RESET_AFTER = "reset_after"  # the request is processed, then the connection resets
-    MALFORMED = "malformed"  # the request is processed, the answer cannot be decoded
-    ERROR = "error"  # the platform answers an internal error before processing anything
-    BUSY = "busy"  # the platform's own database is locked: nothing is processed
-
-
-# What the caller meets for each fault: one kind (and one text) for a failure before and
-# after processing, so the caller can never tell whether the platform acted.
-FAULT_KIND: Final = {Fault.LOST_RESPONSE: "timeout", Fault.UNDELIVERED: "timeout",
-                     Fault.LOOKUP_TIMEOUT: "timeout", Fault.CANCEL_TIMEOUT: "timeout",
-                     Fault.RESET_BEFORE: "reset",
-                     Fault.RESET_AFTER: "reset", Fault.MALFORMED: "malformed",
-                     Fault.ERROR: "error", Fault.BUSY: "busy"}
-# Submit faults that strike before the platform stores anything, and after it did.
-SUBMIT_BEFORE: Final = (Fault.UNDELIVERED, Fault.RESET_BEFORE, Fault.ERROR, Fault.BUSY)
-SUBMIT_AFTER: Final = (Fault.LOST_RESPONSE, Fault.RESET_AFTER, Fault.MALFORMED)
-# Lookup faults: a lookup changes nothing on the platform, so before and after are one.
-LOOKUP_FAULTS: Final = (Fault.LOOKUP_TIMEOUT, Fault.RESET_BEFORE, Fault.RESET_AFTER,
-                        Fault.MALFORMED, Fault.ERROR, Fault.BUSY)
-# Cancel faults, like submit's: before the platform saw the request, and after it acted on it
-# (a running submission cancelled, a finished one left as it was).
-CANCEL_BEFORE: Final = (Fault.CANCEL_TIMEOUT, Fault.RESET_BEFORE, Fault.ERROR, Fault.BUSY)
-CANCEL_AFTER: Final = (Fault.LOST_RESPONSE, Fault.RESET_AFTER, Fault.MALFORMED)
-
-
-@dataclass(frozen=True, slots=True)
-class CheckAnswer:
-    ok: bool
-    reason: str | None
-    columns: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.ok != (self.reason is None) or (not self.ok and self.columns):
-            raise InvalidInput(f"CheckAnswer(ok={self.ok}, reason={self.reason!r}) is "
-                               "contradictory: a passed check has no reason, a failed one no columns")
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitAnswer:
-    accepted: bool
-    deduplicated: bool = False
-    status: PlatformStatus | None = None
-    reason: str | None = None
-
-    def __post_init__(self) -> None:
-        refused = not (self.accepted or self.deduplicated or self.status) and bool(self.reason)
-        taken = self.accepted and self.reason is None and self.status is not None
-        if not (refused or taken):
-            raise InvalidInput(f"SubmitAnswer(accepted={self.accepted}, status={self.status}, "
-                               f"reason={self.reason!r}) is contradictory")
-
-
-@dataclass(frozen=True, slots=True)
-class LookupAnswer:
-    found: bool
-    status: PlatformStatus | None
-    submissions_received: int
-    error: str | None = None  # the platform's failure text when status is FAILED
-
-    def __post_init__(self) -> None:
-        if self.found != (self.status is not None) or self.submissions_received < 0:
-            raise InvalidInput(f"LookupAnswer(found={self.found}, status={self.status}, "
-                               f"submissions_received={self.submissions_received}) is contradictory")
-
-
-@dataclass(frozen=True, slots=True)
-class CancelAnswer:
-    found: bool
-    status: PlatformStatus | None
-
-    def __post_init__(self) -> None:
-        if self.found != (self.status is not None):
-            raise InvalidInput(f"CancelAnswer(found={self.found}, status={self.status}) is contradictory")
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    query_id: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[SqlValue, ...], ...]
-
-    def __post_init__(self) -> None:
-        if any(len(row) != len(self.columns) for row in self.rows):
-            raise InvalidInput(f"result of {self.query_id!r} has rows that do not match "
-                               f"its {len(self.columns)} columns")
-
-
-class PlatformClient(Protocol):
-    """The platform's remote calls, as the query store and the worker make them.
-
-    Two transports implement it: :class:`SyntheticPlatform` itself (in-process:
-    a failed call raises :class:`PlatformUnavailable` naming its kind) and
-    :class:`~._http.HttpPlatform` (over HTTP on the loopback interface: a failed
-    call raises what its HTTP client raises, a timeout, a reset, an undecodable
-    body, a 5xx status). The worker classifies either (``_worker.unanswered``).
-    """
-
-    @property
-    def TARGET(self) -> str: ...
-
-    @property
-    def TARGET_VERSION(self) -> int: ...
-
-    def check(self, sql: object) -> CheckAnswer: ...
-
-    def submit(self, query_id: str, sql: str, fingerprint_extra: str = "") -> SubmitAnswer: ...
-
-    def lookup(self, query_id: str) -> LookupAnswer: ...
-
-    def cancel(self, query_id: str) -> CancelAnswer: ...
-
-    def result(self, query_id: str) -> QueryResult: ...
-
-
-# --------------------------------------------------------------------------- ledger helpers
-def _require_query_id(query_id: object) -> str:
-    if not isinstance(query_id, str) or not query_id.strip():
-        raise InvalidInput(f"query_id must be a non-empty str, got {query_id!r:.80}; "
-                           "pass the query's stable id (Q1)")
-    if len(query_id) > MAX_QUERY_ID_CHARS:
-        raise InvalidInput(f"query_id {query_id[:40]!r}… is {len(query_id)} characters, "
-                           f"the limit is {MAX_QUERY_ID_CHARS}")
-    return query_id
-
-
-def _require_polls(polls: object) -> int | None:
-    if polls is None or (type(polls) is int and polls >= 1):
-        return polls
-    raise InvalidInput(f"auto_complete_after_polls must be None or an int >= 1, got {polls!r:.80}")
 
 
 def _fingerprint(sql: str, extra: str) -> str:
     payload = [SyntheticPlatform.TARGET, SyntheticPlatform.TARGET_VERSION, sql, extra]
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()
-
-
-def _take_fault(conn: sqlite3.Connection, fault: Fault) -> bool:
-    """Consume one pending ``fault`` inside the caller's transaction; True if there was one."""
-    cursor = conn.execute(
-        "UPDATE faults SET remaining = remaining - 1 WHERE fault = ? AND remaining > 0",
-        (fault.value,),
-    )
-    return cursor.rowcount == 1
-
-
-def _take_first(conn: sqlite3.Connection, faults: tuple[Fault, ...]) -> Fault | None:
-    """Consume the first pending fault of ``faults`` (in that order), or None."""
-    for fault in faults:
-        if _take_fault(conn, fault):
-            return fault
-    return None
 
 
 _WHAT: Final = {"timeout": "did not answer", "reset": "reset the connection on",
@@ -295,71 +102,12 @@ def _conflict(query_id: str, stored: str, offered: str | None) -> str:
             "the same SQL, a new query needs a new query_id (Q1, Q2, Q18)")
 
 
-@contextmanager
-def _setup_lock(directory: Path) -> Iterator[None]:
-    # Several worker processes may open a fresh directory at the same moment.
-    # Switching a new file to WAL is one step SQLite does not wait for: the
-    # loser gets "database is locked" at once, busy timeout or not. A file
-    # lock makes the first opener create both files while the others wait;
-    # once the files exist, opening them needs no lock.
-    with open(directory / "platform-setup.lock", "ab") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
-        yield
-
-
 # --------------------------------------------------------------------------- the platform
-class SyntheticPlatform:
+class SyntheticPlatform(PlatformLedger):
     """The external SQL platform, on its own ledger and orders files in ``directory``."""
 
     TARGET: Final = "synthetic-sqlite"
     TARGET_VERSION: Final = 1
-
-    def __init__(self, directory: str | os.PathLike[str], *,
-                 auto_complete_after_polls: int | None = None) -> None:
-        self.directory = Path(directory)
-        self.auto_complete_after_polls = _require_polls(auto_complete_after_polls)
-        self.ledger_path = self.directory / "platform-ledger.db"
-        self.orders_path = self.directory / "platform-orders.db"
-        self._pid = -1
-        self._ledger_conn: sqlite3.Connection | None = None
-        self._sandbox_conn: Sandbox | None = None
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with _setup_lock(self.directory):
-            orders = connect(self.orders_path)
-            try:
-                ensure_orders_database(orders)
-            finally:
-                orders.close()
-            apply_schema(self._ledger(), LEDGER_SCHEMA, LEDGER_SCHEMA_VERSION, "platform-ledger")
-
-    # ---------------------------------------------------------------- connections
-    def _ledger(self) -> sqlite3.Connection:
-        self._reopen_after_fork()
-        if self._ledger_conn is None:
-            self._ledger_conn = connect(self.ledger_path)
-        return self._ledger_conn
-
-    def _sandbox(self) -> Sandbox:
-        self._reopen_after_fork()
-        if self._sandbox_conn is None:
-            self._sandbox_conn = Sandbox(self.orders_path)
-        return self._sandbox_conn
-
-    def _reopen_after_fork(self) -> None:
-        # An SQLite connection must not be used on both sides of a fork(); a
-        # child that inherited this object opens its own (and leaves the
-        # parent's alone rather than closing it under the parent).
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._ledger_conn = self._sandbox_conn = None
-
-    def close(self) -> None:
-        if self._pid == os.getpid():
-            if self._ledger_conn is not None:
-                self._ledger_conn.close()
-            if self._sandbox_conn is not None:
-                self._sandbox_conn.close()
-        self._ledger_conn = self._sandbox_conn = None
 
     def __enter__(self) -> SyntheticPlatform:
         return self
@@ -579,7 +327,7 @@ class SyntheticPlatform:
         rows = tuple(tuple(r) for r in json.loads(row["rows_json"]))
         return QueryResult(query_id, tuple(json.loads(row["columns_json"])), rows)
 
-    # ---------------------------------------------------------------- test controls and figures
+    # ---------------------------------------------------------------- test controls
     def inject(self, fault: Fault, count: int = 1) -> None:
         """Arm ``fault`` for the next ``count`` matching calls, in any process using this ledger."""
         if not isinstance(fault, Fault):
@@ -601,37 +349,3 @@ class SyntheticPlatform:
                 conn.execute("DELETE FROM faults")
             else:
                 conn.execute("DELETE FROM faults WHERE fault = ?", (fault.value,))
-
-    def status(self, query_id: str) -> PlatformStatus | None:
-        """What the ledger holds for ``query_id``, read without counting as a poll.
-
-        For observers (a conformance kit, an operator); a worker asks with
-        :meth:`lookup`, which is a remote call that can time out.
-        """
-        _require_query_id(query_id)
-        row = self._ledger().execute("SELECT status FROM submissions WHERE query_id = ?",
-                                     (query_id,)).fetchone()
-        return None if row is None else PlatformStatus(row["status"])
-
-    def stored_sql(self, query_id: str) -> str | None:
-        """The SQL the ledger stored under ``query_id`` (None: nothing stored), for observers."""
-        _require_query_id(query_id)
-        row = self._ledger().execute("SELECT sql FROM submissions WHERE query_id = ?",
-                                     (query_id,)).fetchone()
-        return None if row is None else str(row["sql"])
-
-    def pending_faults(self) -> dict[Fault, int]:
-        rows = self._ledger().execute("SELECT fault, remaining FROM faults WHERE remaining > 0")
-        return {Fault(row["fault"]): row["remaining"] for row in rows}
-
-    def executions(self, query_id: str) -> int:
-        """How often the SQL of ``query_id`` really ran (must stay <= 1)."""
-        return self._figure("SELECT executions FROM submissions WHERE query_id = ?", query_id)
-
-    def submissions_received(self, query_id: str) -> int:
-        """Submit requests that arrived for ``query_id``: dedupe hits and rejections included."""
-        return self._figure("SELECT received FROM arrivals WHERE query_id = ?", query_id)
-
-    def _figure(self, select: str, query_id: str) -> int:
-        row = self._ledger().execute(select, (_require_query_id(query_id),)).fetchone()
-        return 0 if row is None else int(row[0])

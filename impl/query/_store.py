@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..platform._platform import PlatformClient
+from ..platform._platform_answers import PlatformClient
 from ..shared._pg import is_url
 from ._cancel import CancelPart
 from ._confirm import ConfirmPart, _check_message, _check_versions

@@ -84,22 +84,31 @@ class TasksPart(StoreBase):
             self._log_condition_update(conn, task_id, now)
         return self.task(task_id)
 
-    @staticmethod
-    def _log_condition_update(conn: sqlite3.Connection, task_id: str, now: str) -> None:
+    @classmethod
+    def _log_condition_update(cls, conn: sqlite3.Connection, task_id: str, now: str) -> None:
         # Pending drafts lose their right to be confirmed (T2); authorized
         # queries keep their version and only see the task move on (Q23).
         rows = conn.execute("SELECT query_id, execution_state FROM queries WHERE task_id = ? "
                             "ORDER BY created_at, query_id", (task_id,)).fetchall()
+        stale = cls._stale_drafts(rows)
         for row in rows:
             state = QueryState(row["execution_state"])
-            if state in _DRAFT_STATES:
-                target = QueryState.INVALIDATED
+            if row["query_id"] in stale:
+                cls._make_stale(conn, row["query_id"], state, now)
             elif state in LIVE:
-                target = state
-            else:
-                continue
-            apply_step(conn, row["query_id"], trigger="condition_updated", params={},
-                       from_state=state, to_state=target, at=now)
+                apply_step(conn, row["query_id"], trigger="condition_updated", params={},
+                           from_state=state, to_state=state, at=now)
+
+    @staticmethod
+    def _stale_drafts(rows: list[sqlite3.Row]) -> set[str]:
+        """The drafts a condition update makes stale: every draft of the task (T2)."""
+        return {r["query_id"] for r in rows if QueryState(r["execution_state"]) in _DRAFT_STATES}
+
+    @staticmethod
+    def _make_stale(conn: sqlite3.Connection, query_id: str, state: QueryState, now: str) -> None:
+        """A stale draft is invalidated: it can never be confirmed (T2)."""
+        apply_step(conn, query_id, trigger="condition_updated", params={},
+                   from_state=state, to_state=QueryState.INVALIDATED, at=now)
 
     def set_awaiting_clarification(self, task_id: str, awaiting: bool) -> Task:
         """Mark the task as waiting for the user's clarification (a late result then moves nothing)."""

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ...model.query import QueryState
 from ..platform._orders_data import shape_problem
-from ..platform._platform import PlatformClient
+from ..platform._platform_answers import PlatformClient
 from ..shared._db import row_lock
 from ..shared._errors import InvalidInput, NotFound
 from ..shared._ids import require_id

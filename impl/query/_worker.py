@@ -35,6 +35,11 @@ in order), records the submit answer in a second and the settling evidence
 with its notification in a third. Every commit that precedes a platform call
 is durable before the call (``synchronous=FULL``; ``synchronous_commit=on``
 on PostgreSQL).
+
+This module holds the steps and every transaction the worker commits. The lease it holds
+(construction, the fenced step records, which queries are claimable) is in
+:mod:`._worker_lease`; the result notification (the phase a settled query moves its task
+to, the queued message and its text) in :mod:`._worker_notify`.
 """
 
 from __future__ import annotations
@@ -43,36 +48,31 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
 from typing import Any, Final
 
 import httpx
 import msgspec
 
-from ...model.query import LIVE, MAX_SUBMISSIONS
+from ...model.query import MAX_SUBMISSIONS
 from ...model.query import QueryState as S
-from ..platform._platform import (
+from ..platform._platform_answers import (
     CancelAnswer,
     LookupAnswer,
-    PlatformClient,
     PlatformStatus,
     SubmitAnswer,
 )
-from ..shared._crash import CrashPoints, watched
-from ..shared._db import next_message_seq, skip_locked, write
-from ..shared._errors import InvalidInput, NotAllowed, NotFound, PlatformUnavailable, StaleLease
+from ..shared._db import write
+from ..shared._errors import NotAllowed, PlatformUnavailable
 from ..shared._ids import require_id
 from ..shared._pg import WriteConflict
 from ._events import apply_step
-from ._schema import open_store
-from ._values import Clock, iso, message_row, new_id, query_row, task_row, utc_now
+from ._values import iso, query_row, task_row
+from ._worker_lease import WorkerLease
+from ._worker_notify import SETTLED_PHASE, WorkerNotices
 
-__all__ = ["SETTLED_PHASE", "Worker", "notification_text", "unanswered"]
+__all__ = ["Worker", "unanswered"]
 
-# The task phase a settled query moves its task to, when it may (Q24).
-SETTLED_PHASE: Final = {S.SUCCEEDED: "answered", S.FAILED: "query_failed",
-                        S.CANCELLED: "query_cancelled", S.EXHAUSTED: "query_not_run"}
 _TERMINAL: Final = (*SETTLED_PHASE, S.CHECK_FAILED, S.INVALIDATED, S.SUPERSEDED)
 _MAX_CHAIN: Final = 12  # steps advance() takes on one query before yielding
 
@@ -110,27 +110,8 @@ def unanswered(exc: BaseException) -> str | None:
     return None
 
 
-class Worker:
+class Worker(WorkerLease, WorkerNotices):
     """One worker process's view: a name, the lease epochs it holds, a connection."""
-
-    def __init__(self, store_path: str | Path, platform: PlatformClient, name: str,
-                 lease_seconds: float, clock: Clock | None = None,
-                 crash: CrashPoints | None = None) -> None:
-        require_id("name", name)
-        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float) \
-                or lease_seconds < 0:
-            raise InvalidInput(f"lease_seconds must be a number >= 0, got {lease_seconds!r:.80}; "
-                               "pass how long a claim lasts without a step, e.g. 30")
-        self.name = name
-        self.platform = watched(platform, "platform")  # a boundary after each call
-        self.lease_seconds = float(lease_seconds)
-        self.held: dict[str, int] = {}  # query_id -> the lease_epoch this worker claimed with
-        self._clock: Clock = clock or utc_now
-        self._crash = crash or CrashPoints()
-        self._conn = open_store(store_path, worker=True)
-
-    def close(self) -> None:
-        self._conn.close()
 
     def __enter__(self) -> Worker:
         return self
@@ -138,53 +119,11 @@ class Worker:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    # ---------------------------------------------------------------- plumbing
-    def _now(self) -> datetime:
-        return self._clock()
-
-    @property
-    def _params(self) -> dict[str, str]:
-        return {"worker": self.name}
-
-    def _expiry(self, now: datetime) -> float:
-        return (now + timedelta(seconds=self.lease_seconds)).timestamp()
-
-    def _held_row(self, conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
-        """The row, if this worker still holds its current lease; else StaleLease/NotAllowed."""
-        require_id("query_id", query_id)
-        row = query_row(conn, query_id)
-        mine = self.held.get(query_id)
-        if mine is None:
-            raise NotAllowed(f"worker {self.name!r} holds no lease on query {query_id!r}; claim "
-                             "it first (Q11)")
-        if row["lease_epoch"] != mine:
-            raise StaleLease(f"worker {self.name!r} claimed query {query_id!r} with lease_epoch "
-                             f"{mine}, the row is at lease_epoch {row['lease_epoch']} (taken over "
-                             f"by {row['lease_owner']!r}); nothing was written, leave the query to "
-                             "the current owner (Q11)")
-        return row
-
+    # ---------------------------------------------------------------- fenced writes, settling
     @contextmanager
     def _fenced(self, query_id: str) -> Iterator[tuple[sqlite3.Connection, sqlite3.Row]]:
         with write(self._conn) as conn:
             yield conn, self._held_row(conn, query_id)
-
-    def _step(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S,
-              updates: Mapping[str, Any] | None = None, fault: str | None = None) -> S:
-        """Record one step; ``fault`` is the kind of failure an unanswered call met (logged)."""
-        now = self._now()
-        params = self._params if fault is None else {**self._params, "fault": fault}
-        apply_step(conn, row["query_id"], trigger=trigger, params=params,
-                   from_state=S(row["execution_state"]), to_state=to_state, at=iso(now),
-                   updates={**(updates or {}), "lease_expires_at": self._expiry(now)},
-                   epoch=row["lease_epoch"])
-        return to_state
-
-    def _touch(self, conn: sqlite3.Connection, row: sqlite3.Row) -> S:
-        """Nothing learnt that the model tracks: renew the lease, log nothing."""
-        conn.execute("UPDATE queries SET lease_expires_at = ? WHERE query_id = ? AND lease_epoch = ?",
-                     (self._expiry(self._now()), row["query_id"], row["lease_epoch"]))
-        return S(row["execution_state"])
 
     def _settle(self, conn: sqlite3.Connection, row: sqlite3.Row, trigger: str, to_state: S, *,
                 result: Mapping[str, Any] | None = None, error: str | None = None) -> S:
@@ -260,71 +199,51 @@ class Worker:
         """
         now = self._now()
         with write(self._conn) as conn:
-            if query_id is not None:
-                row = self._claim_row(conn, require_id("query_id", query_id))
-                reason = self._unclaimable(row, now)
-                if reason:
-                    raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
-            else:
-                found = next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
-                             None)
-                if found is None:
-                    return None
-                row = found
-            epoch = row["lease_epoch"] + 1
-            apply_step(conn, row["query_id"], trigger="claim", params=self._params,
-                       from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
-                       at=iso(now), epoch=row["lease_epoch"],
-                       updates={"lease_epoch": epoch, "lease_owner": self.name,
-                                "lease_expires_at": self._expiry(now)})
-            submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
-            if submitting:
-                claimed = query_row(conn, row["query_id"])
-                self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
-                    "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
-        self.held[row["query_id"]] = epoch
+            row = self._claim_target(conn, query_id, now)
+            if row is None:
+                return None
+            epoch, submitting = self._take_lease(conn, row, now, begin_submit)
+        return self._lease_taken(str(row["query_id"]), epoch, submitting)
+
+    def _claim_target(self, conn: sqlite3.Connection, query_id: str | None,
+                      now: datetime) -> sqlite3.Row | None:
+        """The query a claim takes: ``query_id``, judged claimable now (NotAllowed if it is
+        not), or the oldest claimable query (None where there is none). Under the claim's
+        write lock, so that the judgment still holds when the lease is written (Q11)."""
+        if query_id is None:
+            return next((r for r in self._claimable(conn, now) if not self._unclaimable(r, now)),
+                        None)
+        row = self._claim_row(conn, require_id("query_id", query_id))
+        reason = self._unclaimable(row, now)
+        if reason:
+            raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: {reason}")
+        return row
+
+    def _take_lease(self, conn: sqlite3.Connection, row: sqlite3.Row, now: datetime,
+                    begin_submit: bool) -> tuple[int, bool]:
+        """The claim's step, fenced on the epoch the row was judged at (Q11), and with
+        ``begin_submit`` a queued query's submission counted in the same transaction (Q12):
+        the new epoch, and whether it is submitting."""
+        epoch = row["lease_epoch"] + 1
+        apply_step(conn, row["query_id"], trigger="claim", params=self._params,
+                   from_state=S(row["execution_state"]), to_state=S(row["execution_state"]),
+                   at=iso(now), epoch=row["lease_epoch"],
+                   updates={"lease_epoch": epoch, "lease_owner": self.name,
+                            "lease_expires_at": self._expiry(now)})
+        submitting = begin_submit and S(row["execution_state"]) is S.QUEUED
+        if submitting:
+            claimed = query_row(conn, row["query_id"])
+            self._step(conn, claimed, "begin_submit", S.SUBMITTING, {
+                "submissions": claimed["submissions"] + 1, "submit_epoch": epoch})
+        return epoch, submitting
+
+    def _lease_taken(self, query_id: str, epoch: int, submitting: bool) -> str:
+        """After the claim's commit: the worker holds the lease at ``epoch``; a submission
+        committed with it is the point a crash test stops at."""
+        self.held[query_id] = epoch
         if submitting:
             self._crash.hit("after_submitting_commit")
-        return str(row["query_id"])
-
-    def _claim_row(self, conn: sqlite3.Connection, query_id: str) -> sqlite3.Row:
-        # SKIP LOCKED on PostgreSQL: a row another worker's transaction holds is
-        # not waited for; that worker is stepping it right now.
-        row: sqlite3.Row | None = conn.execute(
-            "SELECT * FROM queries WHERE query_id = ?" + skip_locked(conn), (query_id,)).fetchone()
-        if row is not None:
-            return row
-        if conn.execute("SELECT 1 FROM queries WHERE query_id = ?", (query_id,)).fetchone() is None:
-            raise NotFound(f"no query {query_id!r}; pass an id request_query returned")
-        raise NotAllowed(f"worker {self.name!r} cannot claim query {query_id!r}: another worker's "
-                         "transaction holds its row right now; look again next pass")
-
-    @staticmethod
-    def _claimable(conn: sqlite3.Connection, now: datetime) -> list[sqlite3.Row]:
-        """Up to 8 live queries nobody holds a running lease on, oldest first (SKIP LOCKED)."""
-        marks = ", ".join("?" for _ in LIVE)
-        return conn.execute(
-            f"SELECT * FROM queries WHERE execution_state IN ({marks}) AND (lease_owner IS NULL "
-            "OR lease_expires_at IS NULL OR lease_expires_at <= ?) ORDER BY created_at, query_id "
-            "LIMIT 8" + skip_locked(conn), [*(s.value for s in LIVE), now.timestamp()]).fetchall()
-
-    @staticmethod
-    def _live(conn: sqlite3.Connection) -> list[sqlite3.Row]:
-        marks = ", ".join("?" for _ in LIVE)
-        return conn.execute(f"SELECT * FROM queries WHERE execution_state IN ({marks}) "
-                            "ORDER BY created_at, query_id", [s.value for s in LIVE]).fetchall()
-
-    def _unclaimable(self, row: sqlite3.Row, now: datetime) -> str | None:
-        state = S(row["execution_state"])
-        if state not in LIVE:
-            return f"it is {state.value}; only authorized, unsettled queries are claimed"
-        if self.held.get(row["query_id"]) == row["lease_epoch"]:
-            return f"it already holds lease_epoch {row['lease_epoch']}"
-        expires = row["lease_expires_at"]
-        if row["lease_owner"] is not None and expires is not None and expires > now.timestamp():
-            return (f"worker {row['lease_owner']!r} holds lease_epoch {row['lease_epoch']} until "
-                    f"{iso(datetime.fromtimestamp(expires, now.tzinfo))}; wait for it to expire")
-        return None
+        return query_id
 
     # ---------------------------------------------------------------- submit (Q12, Q14, Q17)
     def begin_submit(self, query_id: str) -> S:
@@ -457,56 +376,12 @@ class Worker:
                 new = self._record_evidence(conn, row, answer.found, status, result, None)
         return self._after_commit(query_id, new)
 
-    def _require(self, row: sqlite3.Row, step: str, *states: S) -> None:
-        state = S(row["execution_state"])
-        if state not in states:
-            raise NotAllowed(f"worker {self.name!r} cannot {step} query {row['query_id']!r}: it is "
-                             f"{state.value}, {step} needs {' or '.join(s.value for s in states)}; "
-                             "take the step its state allows (see run_once)")
-
     # ---------------------------------------------------------------- notifications (Q24, Q25, M2)
     def queue_notification(self, query_id: str) -> str | None:
         """Queue the result notification of a settled query once; its id, or None if not due."""
         require_id("query_id", query_id)
         with write(self._conn) as conn:
             return self._queue_in(conn, query_id, iso(self._now()))
-
-    @staticmethod
-    def _queue_in(conn: sqlite3.Connection, query_id: str, now: str) -> str | None:
-        """Queue the notification inside the caller's open transaction (see queue_notification)."""
-        query = query_row(conn, query_id)
-        state = S(query["execution_state"])
-        if state not in SETTLED_PHASE or not query["submissions"] or not query["budget_message_id"]:
-            return None  # nothing ran on the platform: nothing to tell
-        old = conn.execute("SELECT notification_id FROM notifications WHERE query_id = ?",
-                           (query_id,)).fetchone()
-        if old is not None:
-            return str(old["notification_id"])
-        budget = message_row(conn, query["budget_message_id"])
-        task = task_row(conn, query["task_id"])
-        conditions = json.loads(conn.execute(
-            "SELECT conditions FROM task_conditions WHERE task_id = ? AND version = ?",
-            (query["task_id"], query["condition_version"])).fetchone()["conditions"])
-        result = None if query["result_json"] is None else json.loads(query["result_json"])
-        text = notification_text(query, task["condition_version"], conditions, result)
-        message_id, notification_id = new_id("msg"), new_id("note")
-        seq = next_message_seq(conn)
-        # The notification is a message the agent reads, never one that
-        # authorizes (Q25); it inherits the budget message's clock (M2).
-        conn.execute(
-            "INSERT INTO messages (message_id, seq, session_id, user_id, text, kind, "
-            "request_clock_utc, time_zone, attribution, task_id, received_at) "
-            "VALUES (?, ?, ?, ?, ?, 'notification', ?, ?, 'attributed', ?, ?)",
-            (message_id, seq, query["session_id"], query["user_id"], text,
-             budget["request_clock_utc"], budget["time_zone"], query["task_id"], now))
-        conn.execute(
-            "INSERT INTO notifications (notification_id, query_id, task_id, condition_version, "
-            "sql, outcome, result, budget_message_id, request_clock_utc, time_zone, "
-            "message_id, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (notification_id, query_id, query["task_id"], query["condition_version"],
-             query["sql"], state.value, query["result_json"], budget["message_id"],
-             budget["request_clock_utc"], budget["time_zone"], message_id, text, now))
-        return notification_id
 
     def recover_notifications(self) -> list[str]:
         """Queue the notification of every settled query that has none (after a crash)."""
@@ -583,50 +458,3 @@ class Worker:
     def _event_count(self, query_id: str) -> int:
         return int(self._conn.execute("SELECT COUNT(*) FROM query_events WHERE query_id = ?",
                                       (query_id,)).fetchone()[0])
-
-
-# --------------------------------------------------------------------------- notification text
-def notification_text(query: sqlite3.Row, task_version: int, conditions: Mapping[str, Any],
-                      result: Mapping[str, Any] | None) -> str:
-    """What the agent is told: the query's own question, outcome and, if late, that it is late."""
-    qid, version = query["query_id"], query["condition_version"]
-    about = ", ".join(f"{k}={_plain(v)}" for k, v in sorted(conditions.items())) or "no conditions"
-    state = S(query["execution_state"])
-    if state is S.SUCCEEDED and result is not None:
-        outcome = f"result: {_render(result)}"
-    elif state is S.SUCCEEDED:
-        outcome = "it succeeded"
-    elif state is S.FAILED:
-        outcome = f"it failed: {query['error']}"
-    elif state is S.CANCELLED:
-        outcome = "it was cancelled and did not finish"
-    else:
-        outcome = f"it was not found on the platform after {query['submissions']} submissions"
-    if task_version != version:
-        return (f"Late outcome of query {qid}: it answers the earlier question of task "
-                f"{query['task_id']} at condition version {version} ({about}), not the current "
-                f"version {task_version}; the earlier {outcome}.")
-    return (f"Outcome of query {qid} for task {query['task_id']} at condition version {version} "
-            f"({about}): {outcome}.")
-
-
-def _render(result: Mapping[str, Any]) -> str:
-    columns, rows = result["columns"], result["rows"]
-    if not rows:
-        return "no rows"
-    shown = ["; ".join(", ".join(f"{c} {_cell(c, v)}" for c, v in zip(columns, r, strict=True))
-                       for r in rows[:5])]
-    if len(rows) > 5:
-        shown.append(f"… {len(rows)} rows in all")
-    return " ".join(shown)
-
-
-def _cell(column: str, value: object) -> str:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = f"{value:,.2f}".rstrip("0").rstrip(".")
-        return f"{number} yuan" if column.endswith("_yuan") else number
-    return _plain(value)
-
-
-def _plain(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
