@@ -20,24 +20,8 @@ from typing import Any
 from settled.model import Protocol, System
 
 from ._adapter import AdapterError
-from ._lockstep import (
-    Action,
-    declared_cases,
-    declared_edges,
-    declared_values,
-    is_machine,
-    make_lockstep,
-    never_alone,
-    refusal_goals,
-    run_lockstep,
-    unfired,
-    unfired_cases,
-    unfired_edges,
-    unfired_steps,
-    unfired_values,
-    unprobed_refusals,
-    world,
-)
+from ._lockstep import Action, is_machine, make_lockstep, run_lockstep, world
+from ._lockstep import _coverage as coverage
 from ._lockstep._quiesce import factory_reason
 from ._probe import AdapterFactory, probe, probe_system, resolve_machine
 from ._profiles import PROFILES
@@ -268,22 +252,22 @@ def _campaign(factory: AdapterFactory, system: System, not_checked: tuple[str, .
             time.perf_counter() - start, record.trace_events)
     if not is_machine(system):
         return Report(*head, **common,  # type: ignore[arg-type]
-                      unfired=unfired_steps(system, record.fired) if passed else [], system=True)
+                      unfired=coverage.unfired_steps(system, record.fired) if passed else [], system=True)
     refusable = protocol.refusable
     return Report(
         *head, **common,  # type: ignore[arg-type]
-        unfired=unfired(protocol, record.fired) if passed else [],
+        unfired=coverage.unfired(protocol, record.fired) if passed else [],
         edges=dict(record.edges), cases=dict(record.cases),
-        edges_declared=len(declared_edges(protocol)),
-        unfired_edges=unfired_edges(protocol, record.edges) if passed else [],
-        cases_declared=len(declared_cases(protocol)),
-        unfired_cases=unfired_cases(protocol, record.cases) if passed else [],
+        edges_declared=len(coverage.declared_edges(protocol)),
+        unfired_edges=coverage.unfired_edges(protocol, record.edges) if passed else [],
+        cases_declared=len(coverage.declared_cases(protocol)),
+        unfired_cases=coverage.unfired_cases(protocol, record.cases) if passed else [],
         refusals=dict(record.refusals),
-        refusals_declared=len(refusal_goals(protocol, refusable)),
-        unprobed_refusals=unprobed_refusals(protocol, refusable, record.refusals) if passed else [],
-        refusals_never_alone=never_alone(protocol, refusable),
-        values=dict(record.values), values_declared=len(declared_values(protocol, refusable)),
-        unfired_values=unfired_values(protocol, refusable, record.values) if passed else [])
+        refusals_declared=len(coverage.refusal_goals(protocol, refusable)),
+        unprobed_refusals=coverage.unprobed_refusals(protocol, refusable, record.refusals) if passed else [],
+        refusals_never_alone=coverage.never_alone(protocol, refusable),
+        values=dict(record.values), values_declared=len(coverage.declared_values(protocol, refusable)),
+        unfired_values=coverage.unfired_values(protocol, refusable, record.values) if passed else [])
 
 
 def lockstep(adapter_factory: AdapterFactory,

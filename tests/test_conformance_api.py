@@ -46,8 +46,8 @@ def test_every_public_name_resolves():
     assert "stable" in (kit.__doc__ or "")
 
 
-# The approval adapter's own parts, beside it: not the kit, so it may import them.
-APPROVAL_PARTS = ("_approval_items", "_approval_observe", "_approval_worker")
+# The bundled adapters' own parts, beside them: not the kit, so they may import them.
+APPROVAL_PARTS = ("_approval_items", "_approval_observe", "_approval_worker", "_named")
 
 
 def test_the_bundled_adapters_use_only_public_names_of_the_kit():

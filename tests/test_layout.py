@@ -77,13 +77,29 @@ def test_the_room_check_sees_a_generic_room_reaching_the_bundled_one() -> None:
     assert any(n.startswith(SPECIFIC) for n in names)
 
 
-# Rooms a reader can hold in mind: no module over about 500 lines, but these, each with why.
-OVER_500: dict[str, str] = {}
+LAYERS = ("settled", "model", "impl", "conformance")
+LINKS = {"conformance", "impl", "model", "views"}  # settled/'s links to the other layers
 
 
-def test_no_module_of_the_kit_is_over_500_lines_unless_listed_with_why() -> None:
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
-             for p in (ROOT / "conformance").rglob("*.py")}
+def _package_modules() -> list[Path]:
+    """Every module of the shipped package, each once (settled/'s links to the other layers
+    are seen under the layers' own names)."""
+    return [path for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))
+            if not (layer == "settled" and path.relative_to(ROOT / layer).parts[0] in LINKS)]
+
+
+# Rooms a reader can hold in mind: no module of the package over about 500 lines, but these,
+# each with why.
+OVER_500: dict[str, str] = {
+    "model/query.py": "the query machine's declaration table (one edge a line), read as a spec",
+    "model/approval.py": "the approval machine's declaration table (one edge a line), read as a spec",
+}
+
+
+def test_no_module_of_the_package_is_over_500_lines_unless_listed_with_why() -> None:
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in _package_modules()}
+    assert len(sizes) > 150, f"saw only {len(sizes)} modules: is the walk broken?"
+    assert {name.split("/")[0] for name in sizes} == set(LAYERS)
     over = {p for p, n in sizes.items() if n > 500}
     assert over <= set(OVER_500), f"split these, or list them with why: {sorted(over - set(OVER_500))}"
     shrunk = set(OVER_500) - over
@@ -208,12 +224,8 @@ def test_no_function_of_the_package_is_over_60_lines_unless_listed() -> None:
     docstring excluded. A listed function that is now 60 lines or fewer (or gone) fails too, so
     the list only shrinks."""
     lengths: dict[str, int] = {}
-    for layer in ("settled", "model", "impl", "conformance"):
-        for path in (ROOT / layer).rglob("*.py"):
-            if layer == "settled" and path.relative_to(ROOT / layer).parts[0] in {
-                    "conformance", "impl", "model", "views"}:
-                continue  # links to the other layers, seen under their own names
-            lengths.update(_function_lengths(str(path.relative_to(ROOT)), path.read_text()))
+    for path in _package_modules():
+        lengths.update(_function_lengths(str(path.relative_to(ROOT)), path.read_text()))
     assert len(lengths) > 1000, f"saw only {len(lengths)} functions: is the walk broken?"
     over = {name: n for name, n in lengths.items() if n > LONG_FUNCTION}
     unlisted = {name: n for name, n in over.items() if name not in OVER_60}

@@ -9,6 +9,7 @@ from typing import Any, Final
 from settled.impl.approval._approval import TOOL_SPECS, ToolSpec
 
 from ._approval_worker import _Worker
+from ._named import Named
 
 __all__ = ["SETUP_QUANTITY", "STOCK", "T0", "TOOL_FOR", "TTL"]
 
@@ -52,47 +53,24 @@ class _Item:
     # Its arguments under new tokens (W4): each token, taken before the call, and its answer.
     renewal_tokens: list[str] = field(default_factory=list)
     renewals: dict[str, Any] = field(default_factory=dict)
+    draft_answers: list[str] = field(default_factory=list)  # order ids a resubmission returned
 
-    @property
-    def replay_token(self) -> str:
-        return f"setup-stock-{self.n}"
+    # The instance's own rows, named after its number.
+    replay_token = Named("setup-stock-{n}")
+    draft_id = Named("draft-{n}")
+    session = Named("session-{n}")
+    run = Named("run-{n}")  # the run its call is proposed in: it finds the call in the checkpoint
+    listed = Named("L{n}")
+    other = Named("M{n}")
+    unlisted = Named("U{n}")
+    customer = Named("Customer {n}")
 
     def replay_args(self) -> Any:
         return {"sku": f"R{self.n}", "delta": 1}  # a product of its own, touched by nothing else
-    draft_answers: list[str] = field(default_factory=list)  # order ids a resubmission returned
-
-    @property
-    def draft_id(self) -> str:
-        return f"draft-{self.n}"
 
     def draft_args(self) -> Any:
         return {"customer": f"setup-{self.n}", "draft_id": self.draft_id,
                 "items": [{"sku": self.listed, "quantity": SETUP_QUANTITY}]}
-
-    @property
-    def session(self) -> str:
-        return f"session-{self.n}"
-
-    @property
-    def run(self) -> str:
-        """The run the instance's call is proposed in: it finds the call in the checkpoint."""
-        return f"run-{self.n}"
-
-    @property
-    def listed(self) -> str:
-        return f"L{self.n}"
-
-    @property
-    def other(self) -> str:
-        return f"M{self.n}"
-
-    @property
-    def unlisted(self) -> str:
-        return f"U{self.n}"
-
-    @property
-    def customer(self) -> str:
-        return f"Customer {self.n}"
 
     def args(self, tool: str) -> Any:
         # create_order's arguments are deliberately not in normal form (W5): an untrimmed

@@ -18,33 +18,32 @@ other call's create, approve, execute, cancel or recovery meets
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from settled.conformance._bundled._approval_adapter import ApprovalAdapter, _check, _Item
+from settled.conformance._bundled._named import Named
 from settled.impl.approval._approval import ToolSpec
 from settled.impl.shared._db import write
 from settled.model.systems import build_approval_system
 
 SHARED_SKU = "S"
-_SYSTEMS: dict[tuple[int, int], Any] = {}
 
 
+@functools.cache
 def approval_system(calls: int = 2, stock: int = 1) -> Any:
-    found = _SYSTEMS.get((calls, stock))
-    if found is None:
-        found = _SYSTEMS[(calls, stock)] = build_approval_system(calls=calls, stock=stock)
-    return found
+    """The declared approval system, built once per process (campaigns share its plans)."""
+    return build_approval_system(calls=calls, stock=stock)
 
 
 SESSION = "session-shared"
 
 
 class _Order(_Item):
-    @property
-    def session(self) -> str:
-        return SESSION
+    session = Named(SESSION)  # one session for every instance
+
     def args(self, tool: str) -> Any:
         if tool != "create_order":
             return super().args(tool)

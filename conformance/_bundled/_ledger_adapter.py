@@ -42,16 +42,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from settled.conformance import Adapter, Refused
+from settled.conformance._bundled._named import Named
 from settled.conformance._bundled._scratch import run_folder
 from settled.impl.approval._business import BusinessStore, Product
-from settled.impl.ledger._ledger import (
-    CONTRACTS,
-    Contract,
-    LedgerRuntime,
-    ToolCall,
-    contracts_upgraded,
-)
+from settled.impl.ledger._ledger import LedgerRuntime
 from settled.impl.ledger._ledger import trace_lines as ledger_trace_lines
+from settled.impl.ledger._ledger_values import CONTRACTS, Contract, ToolCall, contracts_upgraded
 from settled.impl.shared._crash import CrashNow, unwatched
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import CallerError
@@ -72,23 +68,13 @@ class _Item:
     contracts: dict[str, Contract] = field(default_factory=lambda: dict(CONTRACTS))
     minted: str | None = None  # the operation_id registration minted for the modelled call
 
-    @property
-    def session(self) -> str:
-        return f"session-{self.n}"
-
-    @property
-    def call_id(self) -> str:
-        return f"call-{self.n}"
-
-    @property
-    def product(self) -> str:
-        return f"P{self.n}"
-
-    @property
-    def customer(self) -> str:
-        return f"Customer {self.n}"
-
     quantity: int = QUANTITY  # what the modelled write orders, fixed at registration
+
+    # The instance's own rows, named after its number.
+    session = Named("session-{n}")
+    call_id = Named("call-{n}")
+    product = Named("P{n}")
+    customer = Named("Customer {n}")
 
     def call(self, kind: str) -> ToolCall:
         if kind == "read":

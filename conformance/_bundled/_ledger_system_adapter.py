@@ -37,6 +37,7 @@ the message without a tool result in the session tree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,8 @@ from typing import Any, Final
 
 from settled.conformance._adapter import Refused
 from settled.conformance._bundled._ledger_adapter import QUANTITY, STOCK, LedgerAdapter, _Item
-from settled.impl.ledger._ledger import CONTRACTS, Contract, ToolCall, contracts_upgraded
+from settled.conformance._bundled._named import Named
+from settled.impl.ledger._ledger_values import CONTRACTS, Contract, ToolCall, contracts_upgraded
 from settled.impl.shared._crash import CrashNow, unwatched
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import CallerError
@@ -57,15 +59,11 @@ SESSION: Final = "session-message"
 # Each call's write tool: one per call, so a deployment upgrading one call's tool is its own.
 WRITE_TOOLS: Final = ("create_order", "adjust_stock", "set_listing")
 
-_SYSTEMS: dict[int, System] = {}
 
-
+@functools.cache
 def ledger_system(calls: int = 3) -> System:
     """The declared ledger system, built once per process (campaigns share its plans)."""
-    found = _SYSTEMS.get(calls)
-    if found is None:
-        found = _SYSTEMS[calls] = build_ledger_system(calls=calls)
-    return found
+    return build_ledger_system(calls=calls)
 
 
 @dataclass
@@ -75,9 +73,7 @@ class _Call(_Item):
     tools: tuple[str, str] = ("create_order", "lookup-0")
     contracts: dict[str, Contract] = field(default_factory=dict)  # the one deployment, shared
 
-    @property
-    def session(self) -> str:
-        return SESSION
+    session = Named(SESSION)  # one session for every instance
 
     @property
     def write_tool(self) -> str:

@@ -25,6 +25,7 @@ worker processes. So what the system declares shared is really shared:
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Mapping
 from datetime import timedelta
@@ -52,15 +53,11 @@ NEW_MESSAGE = "wait, by day"
 # so a notification stamped with the newest message's clock is told apart (M2).
 LATER_CLOCK = (CLOCK[0] + timedelta(days=3, hours=5), CLOCK[1])
 
-_SYSTEMS: dict[tuple[int, int], Any] = {}
 
-
+@functools.cache
 def query_system(queries: int = 2, workers: int = 2) -> Any:
     """The declared query system, built once per process (campaigns share its plans)."""
-    found = _SYSTEMS.get((queries, workers))
-    if found is None:
-        found = _SYSTEMS[(queries, workers)] = build_query_system(queries=queries, workers=workers)
-    return found
+    return build_query_system(queries=queries, workers=workers)
 
 
 class _Query:

@@ -39,7 +39,8 @@ Notes on meaning (no Quint tool offline checks temporal formulas; model bounds) 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,19 @@ class QuintModel:
 
 def _comment(text: str) -> str:
     return " ".join(text.split())
+
+
+def action_names(transitions: Sequence[Transition], r: _Render) -> list[str]:
+    """One Quint name a transition: its trigger, numbered where several transitions share it
+    (``claim_1``, ``claim_2``), kept apart from every name already taken."""
+    counts = Counter(t.trigger for t in transitions)
+    seen: Counter[str] = Counter()
+    names = []
+    for t in transitions:
+        seen[t.trigger] += 1
+        names.append(r.fresh(t.trigger if counts[t.trigger] == 1
+                             else f"{t.trigger}_{seen[t.trigger]}"))
+    return names
 
 
 def _step_groups(p: Protocol) -> dict[int, list[tuple[Transition, tuple[str, ...]]]]:
@@ -185,14 +199,7 @@ class _Module:
     # -- one action per transition ------------------------------------------------------------
     def actions(self) -> None:
         p, r, add = self.p, self.r, self.add
-        counts: dict[str, int] = {}
-        for t in p.transitions:
-            counts[t.trigger] = counts.get(t.trigger, 0) + 1
-        seen: dict[str, int] = {}
-        for t in p.transitions:
-            seen[t.trigger] = seen.get(t.trigger, 0) + 1
-            base = t.trigger if counts[t.trigger] == 1 else f"{t.trigger}_{seen[t.trigger]}"
-            self.action_of.append(r.fresh(base))
+        self.action_of.extend(action_names(p.transitions, r))
         earlier = _step_groups(p)
         for i, t in enumerate(p.transitions):
             self.action(i, t, earlier[i])

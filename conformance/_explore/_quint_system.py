@@ -48,7 +48,7 @@ from typing import Any
 from settled.model import System, Transition
 from settled.model import expr as x
 
-from ._quint import _comment, _step_groups
+from ._quint import _comment, _step_groups, action_names
 from ._quint_expr import UNKNOWN, ExportError, _Ctx, _Render, _set, _type, conj, disj, lit
 from ._quint_system_live import NOTES as LIVE_NOTES
 from ._quint_system_live import Kind, fairness_and_progress
@@ -236,15 +236,7 @@ class _SysModule:
     def machine_transitions(self) -> None:
         """``<action>_enabled(i, params)`` for every machine transition."""
         m, r, add = self.m, self.r, self.add
-        counts: dict[str, int] = {}
-        for t in m.transitions:
-            counts[t.trigger] = counts.get(t.trigger, 0) + 1
-        seen: dict[str, int] = {}
-        names = []
-        for t in m.transitions:
-            seen[t.trigger] = seen.get(t.trigger, 0) + 1
-            names.append(r.fresh(t.trigger if counts[t.trigger] == 1
-                                 else f"{t.trigger}_{seen[t.trigger]}"))
+        names = action_names(m.transitions, r)
         earlier = _step_groups(m)
         add("  // ---- the machine's transitions, on instance i " + "-" * 38)
         for k, t in enumerate(m.transitions):

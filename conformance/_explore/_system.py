@@ -162,6 +162,18 @@ def _instance_steps(sp: _Space, g: int, index: dict[tuple[Any, ...], int],
     return edges, syncs
 
 
+def _node(key: tuple[Any, ...], g: int, index: dict[tuple[Any, ...], int],
+          keys: list[tuple[Any, ...]], parent: array[int]) -> int:
+    """The number of the state ``key``, a new one reached from ``g`` where it is not known yet.
+    (The local steps' loop above does the same inline: it is the search's hot path.)"""
+    n = index.get(key)
+    if n is None:
+        n = index[key] = len(keys)
+        keys.append(key)
+        parent.append(g)
+    return n
+
+
 def _joint_steps(sp: _Space, g: int, syncs: list[tuple[int, _Move]],
                  index: dict[tuple[Any, ...], int], keys: list[tuple[Any, ...]], parent: array[int],
                  succ: array[int], masks: array[int],
@@ -174,12 +186,7 @@ def _joint_steps(sp: _Space, g: int, syncs: list[tuple[int, _Move]],
     for new_ids, new_shared, moves, own in (_sync_and_own(sp, ids, shared, syncs) if syncs
                                             else _own(sp, ids, shared)):
         added += 1
-        nk = sp.canon(new_ids, new_shared)
-        n = index.get(nk)
-        if n is None:
-            n = index[nk] = len(keys)
-            keys.append(nk)
-            parent.append(g)
+        n = _node(sp.canon(new_ids, new_shared), g, index, keys, parent)
         succ.append(n)
         if classify is not None:
             masks.append(_mask(classify, moves, own))

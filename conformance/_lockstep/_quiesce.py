@@ -90,15 +90,14 @@ class QuiescenceStats:
     not_checked: str | None = None  # why the phase did not run (no own_turn(), a system)
 
     def add(self, settled: Sequence[InstanceSettled]) -> None:
-        self.runs += 1
-        self.instances += len(settled)
-        for s in settled:
-            self.max_bound = max(self.max_bound, s.bound)
-            self.bound_total += s.bound
-            self.steps_total += s.steps
-            self.max_steps = max(self.max_steps, s.steps)
-            self.turns_total += s.turns
-            self.implementation_turns += s.own_turns
+        """One run's instances, as a run of their own merged in."""
+        self.merge(QuiescenceStats(
+            runs=1, instances=len(settled),
+            max_bound=max((s.bound for s in settled), default=0),
+            bound_total=sum(s.bound for s in settled), steps_total=sum(s.steps for s in settled),
+            max_steps=max((s.steps for s in settled), default=0),
+            turns_total=sum(s.turns for s in settled),
+            implementation_turns=sum(s.own_turns for s in settled)))
 
     def merge(self, other: QuiescenceStats) -> None:
         self.runs += other.runs
