@@ -109,7 +109,7 @@ def test_a_name_that_means_another_object_in_the_mutant_s_module_fails() -> None
     from settled.conformance.mutants import races
 
     cls = races.TokenCheckedBeforeLock
-    (name, source, shipped), = _shipped.overrides(cls)
+    (name, source, shipped), = (o for o in _shipped.overrides(cls) if o[0] == "_change")
     assert difference(name, source, shipped, vars(races)) is None
     found = difference(name, source, shipped, {**vars(races), "_APPLIERS": {}})
     assert found is not None and "reads _APPLIERS" in found

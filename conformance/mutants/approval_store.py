@@ -48,10 +48,10 @@ class W6RecordInItsOwnTransaction(BusinessStore):
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
                 return first, True
-            now = self._now()
-            result = _APPLIERS[tool](conn, normalized, now)
-            # bug deleted; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            # bug deleted; shipped: stored = self._change(conn, token, (tool, normalized, wanted))
             # bug deleted; shipped: self._hook("before_commit")
+            now = self._now()  # bug: the change alone
+            result = _APPLIERS[tool](conn, normalized, now)  # bug
         with write(self._conn) as conn:  # bug: a second transaction for the record
             stored = _record(conn, token, (tool, normalized, wanted), result, now)
             self._hook("before_commit")
@@ -114,11 +114,9 @@ class W2ReplayAppliesAgain(BusinessStore):
             # bug deleted; shipped: first = self._first_result(conn, token, tool, wanted)
             # bug deleted; shipped: if first is not None:
             # bug deleted; shipped:     return first, True
-            now = self._now()
-            result = _APPLIERS[tool](conn, normalized, now)
             # bug: the record replaced, not read
             conn.execute("DELETE FROM mutation_requests WHERE client_token = ?", (token,))
-            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            stored = self._change(conn, token, (tool, normalized, wanted))
             self._hook("before_commit")
         return stored, False
 
@@ -134,18 +132,17 @@ class W1RecordWithoutToolName(BusinessStore):
     token AND the tool, so a committed call is reported as a conflict, never found.
     """
 
-    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
-        with write(self._conn) as conn:
-            # bug: the record is read as it is written; shipped: first = self._first_result(conn, token, tool, wanted)  # noqa: E501
-            first = self._first_result(conn, token, "write", wanted)
-            if first is not None:
-                return first, True
-            now = self._now()
-            result = _APPLIERS[tool](conn, normalized, now)
-            # bug: the generic name; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)  # noqa: E501
-            stored = _record(conn, token, ("write", normalized, wanted), result, now)
-            self._hook("before_commit")
-        return stored, False
+    @staticmethod
+    def _first_result(conn: sqlite3.Connection, token: str, tool: str, wanted: str) -> JSON | None:
+        # bug: the record is read as it is written; shipped: return BusinessStore._first_result(conn, token, tool, wanted)  # noqa: E501
+        return BusinessStore._first_result(conn, token, "write", wanted)
+
+    def _change(self, conn: sqlite3.Connection, token: str, request: tuple[str, JSON, str]) -> JSON:
+        tool, normalized, wanted = request  # bug: its fingerprint used; shipped: tool, normalized, _wanted = request  # noqa: E501
+        now = self._now()  # one instant for the business rows and the record
+        result = _APPLIERS[tool](conn, normalized, now)
+        # bug: the generic name; shipped: return _record(conn, token, request, result, now)
+        return _record(conn, token, ("write", normalized, wanted), result, now)
 
 
 _W1Runtime = runtime_opening(W1RecordWithoutToolName)
@@ -164,9 +161,7 @@ class R4ChangeCommittedEarly(BusinessStore):
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
                 return first, True
-            now = self._now()
-            result = _APPLIERS[tool](conn, normalized, now)
-            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            stored = self._change(conn, token, (tool, normalized, wanted))
             # bug deleted; shipped: self._hook("before_commit")
         self._hook("before_commit")  # bug: already committed
         return stored, False

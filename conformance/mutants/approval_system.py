@@ -28,7 +28,6 @@ from settled.impl.approval._business_rules import (
     _resubmitted_draft,
     _take_stock,
 )
-from settled.impl.shared._db import write
 from settled.impl.shared._errors import NotAllowed
 
 from . import Mutant
@@ -47,18 +46,13 @@ class StockUncheckedAtCommit(BusinessStore):
     commit: an oversell.
     """
 
-    def _apply(self, token: str, tool: str, normalized: JSON, wanted: str) -> tuple[JSON, bool]:
-        with write(self._conn) as conn:
-            first = self._first_result(conn, token, tool, wanted)
-            if first is not None:
-                return first, True
-            now = self._now()  # one instant for the business rows and the record
-            # bug: an order's own applier; shipped: result = _APPLIERS[tool](conn, normalized, now)
-            result = {**_APPLIERS, "create_order": _apply_create_order_unchecked}[tool](
-                conn, normalized, now)
-            stored = _record(conn, token, (tool, normalized, wanted), result, now)
-            self._hook("before_commit")
-        return stored, False
+    def _change(self, conn: sqlite3.Connection, token: str, request: tuple[str, JSON, str]) -> JSON:
+        tool, normalized, _wanted = request
+        now = self._now()  # one instant for the business rows and the record
+        # bug: an order's own applier; shipped: result = _APPLIERS[tool](conn, normalized, now)
+        result = {**_APPLIERS, "create_order": _apply_create_order_unchecked}[tool](
+            conn, normalized, now)
+        return _record(conn, token, request, result, now)
 
 
 @fork_of(_apply_create_order)

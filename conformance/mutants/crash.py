@@ -103,9 +103,9 @@ class W6RecordAfterTheChangeUnhooked(BusinessStore):
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
                 return first, True
-            now = self._now()  # one instant for the business rows and the record
-            result = _APPLIERS[tool](conn, normalized, now)
-            # bug deleted; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            # bug deleted; shipped: stored = self._change(conn, token, (tool, normalized, wanted))
+            now = self._now()  # bug: the change alone
+            result = _APPLIERS[tool](conn, normalized, now)  # bug
             self._hook("before_commit")
         with write(self._conn) as conn:  # bug: the record in a transaction of its own
             stored = _record(conn, token, (tool, normalized, wanted), result, now)

@@ -35,7 +35,6 @@ from settled.conformance._bundled._query_adapter import QueryAdapter
 from settled.impl.approval._business import (
     MAX_CONFLICT_RETRIES,
     BusinessStore,
-    _record,
     _unique_violation,
 )
 from settled.impl.approval._business_normalize import JSON, canonical_json
@@ -159,17 +158,20 @@ class TokenCheckedBeforeLock(BusinessStore):
             # bug deleted; shipped: first = self._first_result(conn, token, tool, wanted)
             # bug deleted; shipped: if first is not None:
             # bug deleted; shipped:     return first, True
-            now = self._now()  # one instant for the business rows and the record
-            result = _APPLIERS[tool](conn, normalized, now)
-            # bug: a concurrent duplicate keeps one record; shipped: stored = _record(conn, token, (tool, normalized, wanted), result, now)  # noqa: E501
-            conn.execute("INSERT INTO mutation_requests (client_token, tool, normalized_args, "
-                         "args_fingerprint, result, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-                         "ON CONFLICT (client_token) DO NOTHING",
-                         (token, tool, canonical_json(normalized), wanted,
-                          canonical_json(result), now))
-            stored = result  # bug
+            stored = self._change(conn, token, (tool, normalized, wanted))
             self._hook("before_commit")
         return stored, False
+
+    def _change(self, conn: sqlite3.Connection, token: str, request: tuple[str, JSON, str]) -> JSON:
+        tool, normalized, wanted = request  # bug: its fingerprint used; shipped: tool, normalized, _wanted = request  # noqa: E501
+        now = self._now()  # one instant for the business rows and the record
+        result = _APPLIERS[tool](conn, normalized, now)
+        # bug: a concurrent duplicate keeps one record; shipped: return _record(conn, token, request, result, now)  # noqa: E501
+        conn.execute("INSERT INTO mutation_requests (client_token, tool, normalized_args, "
+                     "args_fingerprint, result, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+                     "ON CONFLICT (client_token) DO NOTHING",
+                     (token, tool, canonical_json(normalized), wanted, canonical_json(result), now))
+        return result  # bug
 
 
 class StockReadBeforeLock(BusinessStore):
@@ -194,12 +196,10 @@ class StockReadBeforeLock(BusinessStore):
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
                 return first, True
-            now = self._now()  # one instant for the business rows and the record
-            result = _APPLIERS[tool](conn, normalized, now)
+            stored = self._change(conn, token, (tool, normalized, wanted))
             for item in normalized["items"] if levels else []:  # bug: the stock of the early read
                 conn.execute("UPDATE products SET stock = ? WHERE sku = ?",
                              (levels[item["sku"]] - item["quantity"], item["sku"]))
-            stored = _record(conn, token, (tool, normalized, wanted), result, now)
             self._hook("before_commit")
         return stored, False
 

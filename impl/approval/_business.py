@@ -281,11 +281,18 @@ class BusinessStore:
             first = self._first_result(conn, token, tool, wanted)
             if first is not None:
                 return first, True
-            now = self._now()  # one instant for the business rows and the record
-            result = _APPLIERS[tool](conn, normalized, now)
-            stored = _record(conn, token, (tool, normalized, wanted), result, now)
+            stored = self._change(conn, token, (tool, normalized, wanted))
             self._hook("before_commit")
         return stored, False
+
+    def _change(self, conn: sqlite3.Connection, token: str, request: tuple[str, JSON, str]) -> JSON:
+        """The call's business change and the record of its token, in the caller's transaction
+        (W6), at one instant: the result as recorded. ``request`` is (tool, normalized args,
+        their fingerprint)."""
+        tool, normalized, _wanted = request
+        now = self._now()  # one instant for the business rows and the record
+        result = _APPLIERS[tool](conn, normalized, now)
+        return _record(conn, token, request, result, now)
 
     @staticmethod
     def _first_result(conn: sqlite3.Connection, token: str, tool: str,
