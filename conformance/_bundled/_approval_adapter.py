@@ -74,7 +74,7 @@ from settled.impl.approval._reconciler import LookupAnswer, lookup
 from settled.impl.shared._crash import unwatched
 from settled.impl.shared._db import connect, write
 from settled.impl.shared._errors import CallerError
-from settled.impl.shared._pg import missing_database, release_store, scratch_store
+from settled.impl.shared._pg import missing_database
 from settled.model import APPROVAL, Protocol, Value
 
 from ._approval_items import STOCK, T0, TOOL_FOR, TTL, _Clock, _fresh, _Item
@@ -98,13 +98,14 @@ class ApprovalAdapter(_Observing, Adapter):
                  store: str | None = None) -> None:
         self.protocol: Protocol = APPROVAL
         self.instances = instances
-        self._tmp, self.dir = run_folder("settled-approval-", directory)
+        self._folder = run_folder("settled-approval-", directory)
+        self.dir = self._folder.path
         self.checkpoint_path = self.dir / "checkpoint.db"
         # ``store``: a postgresql:// URL; the business store is then a fresh schema in
         # that database (dropped on close) and lookup_failed reads a database that
         # does not exist. The checkpoint stays a file.
-        self._scratch = None if store is None else scratch_store(store, "business")
-        self.business_path: Path | str = self._scratch or self.dir / "business.db"
+        self.business_path: Path | str = (self.dir / "business.db" if store is None
+                                          else self._folder.store(store, "business"))
         self.unreachable: Path | str = (  # lookup_failed reads here
             self.dir / "gone" / "business.db" if store is None else missing_database(store))
         # The adapter's own writes (the setup order and adjustment, the draft resubmissions)
@@ -119,7 +120,6 @@ class ApprovalAdapter(_Observing, Adapter):
         self._read.row_factory = sqlite3.Row
         self._first_results: dict[str, list[Any]] = {}  # per call: the business records' results
         self.items = [self._item(n) for n in range(instances)]
-        self._closed = False
 
     def _item(self, n: int) -> _Item:
         item = _Item(n)
@@ -349,17 +349,13 @@ class ApprovalAdapter(_Observing, Adapter):
         return list(checkpoint_trace_lines(self.checkpoint_path))
 
     def close(self) -> None:
-        if self._closed:
+        if self._folder.released:
             return
-        self._closed = True
         for item in self.items:
             item.worker.stop()
         self._read.close()
         self.world.close()
-        if self._scratch is not None:
-            release_store(self._scratch, "business")
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        self._folder.release()
 
 
 

@@ -104,12 +104,12 @@ class LedgerAdapter(Adapter):
         for item in self.items:
             self._open(item)
             self._rt(item).open_session(item.session, f"user input of session {item.n}")
-        self._closed = False
 
     def _files(self, prefix: str, directory: Path | None, instances: int) -> None:
         """The run's folder, where its session ledger goes, and its business store: two
         products in stock (P and C) for each instance."""
-        self._tmp, self.dir = run_folder(prefix, directory)
+        self._folder = run_folder(prefix, directory)
+        self.dir = self._folder.path
         self.ledger_path = self.dir / "sessions.db"
         self.business_path = self.dir / "business.db"
         BusinessStore.create(self.business_path, [
@@ -300,14 +300,12 @@ class LedgerAdapter(Adapter):
         return list(ledger_trace_lines(self.ledger_path))
 
     def close(self) -> None:
-        if self._closed:
+        if self._folder.released:
             return
-        self._closed = True
         for item in self.items:
             if item.runtime is not None:
                 item.runtime.close()
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        self._folder.release()
 
 
 def _ran_under(ops: set[str], minted: str | None) -> str:

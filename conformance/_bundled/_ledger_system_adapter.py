@@ -43,13 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from settled.conformance._adapter import Refused
 from settled.conformance._bundled._ledger_adapter import QUANTITY, STOCK, LedgerAdapter, _Item
 from settled.conformance._bundled._named import Named
+from settled.conformance._bundled._system_step import perform_system_step
 from settled.impl.ledger._ledger_values import CONTRACTS, Contract, ToolCall, contracts_upgraded
 from settled.impl.shared._crash import CrashNow, unwatched
 from settled.impl.shared._db import write
-from settled.impl.shared._errors import CallerError
 from settled.model import System, Value
 from settled.model.systems import build_ledger_system
 
@@ -123,7 +122,6 @@ class LedgerSystemAdapter(LedgerAdapter):
         self._armed: set[str] = set()
         self._open(self.items[0])
         self._rt(self.items[0]).open_session(SESSION, "user input of the message's session")
-        self._closed = False
 
     # ------------------------------------------------------------------ the one runtime
     def _open(self, item: _Item) -> None:
@@ -141,18 +139,18 @@ class LedgerSystemAdapter(LedgerAdapter):
                 params: Mapping[str, Value]) -> None:
         if instance is not None:
             super().perform(instance, trigger, params)
-            return
-        try:
-            if trigger == "register":
-                self._register(params)
-            elif trigger == "crash":
-                self._crash()
-            elif trigger == "continue":
-                self._rt(self.items[0]).continue_turn(SESSION)
-            else:
-                raise KeyError(f"the ledger system has no synchronised step {trigger!r}")
-        except CallerError as exc:
-            raise Refused(f"{type(exc).__name__}: {exc}") from exc
+        else:
+            perform_system_step(self._perform_system, trigger, params)
+
+    def _perform_system(self, trigger: str, params: Mapping[str, Value]) -> None:
+        if trigger == "register":
+            self._register(params)
+        elif trigger == "crash":
+            self._crash()
+        elif trigger == "continue":
+            self._rt(self.items[0]).continue_turn(SESSION)
+        else:
+            raise KeyError(f"the ledger system has no synchronised step {trigger!r}")
 
     def _register(self, params: Mapping[str, Value]) -> None:
         """One transaction checkpoints the message and registers every call, each of its own
@@ -269,9 +267,7 @@ class LedgerSystemAdapter(LedgerAdapter):
         return len(self._ran_under(item, False, entry.tool, entry.fingerprint))
 
     def close(self) -> None:
-        if self._closed:
+        if self._folder.released:
             return
-        self._closed = True
         self._rt(self.items[0]).close()
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        self._folder.release()

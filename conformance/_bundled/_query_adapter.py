@@ -66,7 +66,6 @@ from settled.impl.query._store import QueryStore, query_row
 from settled.impl.query._worker import Worker
 from settled.impl.shared._crash import CrashNow, CrashPoints, unwatched
 from settled.impl.shared._errors import CallerError, NotAllowed
-from settled.impl.shared._pg import release_store, scratch_store
 from settled.model import Protocol, Value
 
 # The world's names (``_query_world``), here too: the adapter's users import them from it.
@@ -100,7 +99,8 @@ class QueryAdapter(Adapter):
                  store: str | None = None, transport: str | None = None) -> None:
         self.protocol: Protocol = _machine(workers)
         self.instances = instances
-        self._tmp, self.dir = run_folder("settled-lockstep-", directory)
+        self._folder = run_folder("settled-lockstep-", directory)
+        self.dir = self._folder.path
         # A fresh run starts from a copy of a template (the orders filled, the schemas
         # applied, each instance's task, run and message committed), made once per process:
         # the same files a fresh setup writes, without its dozen commits per run.
@@ -112,8 +112,8 @@ class QueryAdapter(Adapter):
         self._open_platform(transport)
         # ``store``: a postgresql:// URL; each adapter gets a fresh schema in that
         # database (dropped on close) instead of a fresh file.
-        self._scratch = None if store is None else scratch_store(store, "query")
-        self.store_path: Path | str = self._scratch or self.dir / "agent.db"
+        self.store_path: Path | str = (self.dir / "agent.db" if store is None
+                                       else self._folder.store(store, "query"))
         self.store = self.store_class(self.store_path, self._client())
         self.workers = [self._worker(w) for w in range(workers)]
         self.items = ([copy.copy(item) for item in template[1]] if template is not None
@@ -457,10 +457,7 @@ class QueryAdapter(Adapter):
         if self.server is not None:
             self.server.close()
         self.platform.close()
-        if self._scratch is not None:
-            release_store(self._scratch, "query")
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        self._folder.release()
 
 
 def over_http() -> QueryAdapter:

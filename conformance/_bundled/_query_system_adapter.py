@@ -32,7 +32,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from settled.conformance._adapter import Refused
 from settled.conformance._bundled._query_adapter import (
     CLOCK,
     MESSAGE_TEXT,
@@ -42,6 +41,7 @@ from settled.conformance._bundled._query_adapter import (
     platform_template,
 )
 from settled.conformance._bundled._scratch import ram_disk, run_folder
+from settled.conformance._bundled._system_step import perform_system_step
 from settled.impl.platform._platform import APP_MONTHLY_SQL
 from settled.impl.shared._errors import CallerError
 from settled.model.query import LIVE
@@ -85,8 +85,8 @@ class QuerySystemAdapter(QueryAdapter):
         self.system = query_system(queries, workers)
         self.protocol = self.system.machine
         self.instances = queries
-        self._tmp, self.dir = run_folder("settled-system-", directory)
-        self._scratch = None
+        self._folder = run_folder("settled-system-", directory)
+        self.dir = self._folder.path
         # The orders database comes filled from a copy made once per process.
         if not (self.dir / "platform").exists():
             shutil.copytree(platform_template(ram_disk()),
@@ -120,11 +120,8 @@ class QuerySystemAdapter(QueryAdapter):
                 params: Mapping[str, Any]) -> None:
         if instance is not None:
             super().perform(instance, trigger, params)
-            return
-        try:
-            self._perform_system(trigger, params)
-        except CallerError as exc:
-            raise Refused(str(exc)) from exc
+        else:
+            perform_system_step(self._perform_system, trigger, params)
 
     def _perform_system(self, trigger: str, params: Mapping[str, Any]) -> None:
         if trigger == "condition_updated":  # one update of the task's row
