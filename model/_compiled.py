@@ -329,22 +329,46 @@ def _step_props(props: Sequence[StepProperty], ctx: _Ctx) -> list[str]:
     return body
 
 
+def _step_props_memo(props: Sequence[StepProperty]) -> Callable[[_Ctx], list[str]]:
+    """:func:`_step_props`, generated once per distinct step as the properties can see it:
+    its trigger, actor, states before and after, the variables it writes, and the values of
+    the parameters the properties read (everything of ``ctx`` that :func:`_var` reads but the
+    variables' names and the shared table of constants). Plan entries that differ only in
+    parameters no property reads share their lines."""
+    read_params = sorted({name for sp in props for space, name in sp.reads if space == "P"})
+    memo: dict[tuple[Any, ...], list[str]] = {}
+
+    def lines(ctx: _Ctx) -> list[str]:
+        given = ctx.params or {}
+        key = (ctx.trigger, ctx.actor, ctx.before, ctx.after, ctx.written,
+               tuple((type(v), v) for v in (given.get(n) for n in read_params)))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _step_props(props, ctx)
+        return found
+    return lines
+
+
 def _after_tuple(ctx: _Ctx, head: str = "") -> str:
     return "(" + ", ".join([*([head] if head else []), *(_after(n, ctx) for n in ctx.index)]) \
         + ("," if len(ctx.index) + bool(head) == 1 else "") + ")"
 
 
 def _emit_list(props: Sequence[StepProperty]) -> Emit:
+    step_props = _step_props_memo(props)
+
     def emit(ctx: _Ctx, label: int, dest: str) -> list[str]:
         body = [f"n = {_after_tuple(ctx)}" if ctx.written else "n = values",
-                *_step_props(props, ctx)]
+                *step_props(ctx)]
         return [*body, f"out.append(({label}, {ctx.const(dest)}, n, bad))"]
     return emit
 
 
 def _emit_interned(props: Sequence[StepProperty]) -> Emit:
+    step_props = _step_props_memo(props)
+
     def emit(ctx: _Ctx, label: int, dest: str) -> list[str]:
-        checks = _step_props(props, ctx)
+        checks = step_props(ctx)
         if dest == ctx.before and not ctx.written:  # a self-loop: no lookup, batched
             return [f"{_SELF} {label} " + _SEP.join(checks[1:])]
         body = [f"n = {_after_tuple(ctx, _lit(dest, ctx))}", "d = get(n)",
