@@ -104,9 +104,12 @@ def count_transactions() -> Iterator[Counter[str]]:
 
 
 def _owner(module: str) -> str:
-    """Who commits: ``store`` for every part of the query store (one module per concept),
-    else the module's own name (``worker``, ``platform``)."""
+    """Who commits: ``worker`` for every room of the worker (``_worker``, ``_worker_lease``,
+    ...), ``store`` for every part of the query store (one module per concept), else the
+    module's own name (``platform``)."""
     name = module.rsplit(".", 1)[-1].lstrip("_")
+    if name.startswith("worker_"):
+        return "worker"
     if module.startswith("settled.impl.query.") and name not in ("worker", "events", "schema"):
         return "store"
     return name

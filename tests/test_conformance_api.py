@@ -66,6 +66,29 @@ def test_the_bundled_adapters_use_only_public_names_of_the_kit():
         assert kit == [], f"{part} imports kit modules: {kit}"
 
 
+def test_a_run_folder_is_released_once_and_a_failed_drop_is_tried_again(monkeypatch):
+    from settled.conformance._bundled import _scratch
+
+    dropped = []
+
+    def drop(url, kind):
+        dropped.append(url)
+        if len(dropped) == 1:
+            raise OSError("the database server is gone")
+
+    monkeypatch.setattr(_scratch, "release_store", drop)
+    folder = _scratch.run_folder("settled-test-", None)
+    folder.stores.append(("postgresql://localhost/scratch_1", "query"))
+    with pytest.raises(OSError, match="gone"):
+        folder.release()
+    assert folder.path.exists() and not folder.released  # nothing given up on
+    folder.release()
+    assert dropped == ["postgresql://localhost/scratch_1"] * 2
+    assert not folder.path.exists() and folder.released
+    folder.release()  # once released, a second call does nothing
+    assert len(dropped) == 2
+
+
 def test_refusable_triggers_are_declared_in_the_model():
     assert {"confirm", "cancel", "begin_submit"} <= QUERY.refusable
     with pytest.raises(DeclarationError, match="refusable names no trigger"):

@@ -33,8 +33,9 @@ SHARED_SKU = "S"
 
 
 @functools.cache
-def approval_system(calls: int = 2, stock: int = 1) -> Any:
-    """The declared approval system, built once per process (campaigns share its plans)."""
+def approval_system(calls: int, stock: int, /) -> Any:
+    """The declared approval system, built once per process (campaigns share its plans;
+    positional only, so that one system has one cache key)."""
     return build_approval_system(calls=calls, stock=stock)
 
 

@@ -60,8 +60,9 @@ WRITE_TOOLS: Final = ("create_order", "adjust_stock", "set_listing")
 
 
 @functools.cache
-def ledger_system(calls: int = 3) -> System:
-    """The declared ledger system, built once per process (campaigns share its plans)."""
+def ledger_system(calls: int, /) -> System:
+    """The declared ledger system, built once per process (campaigns share its plans;
+    positional only, so that one system has one cache key)."""
     return build_ledger_system(calls=calls)
 
 

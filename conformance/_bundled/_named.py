@@ -17,5 +17,14 @@ class Named:
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
 
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
     def __get__(self, instance: Any, owner: type | None = None) -> str:
+        if instance is None:  # read on the class: the descriptor itself, as a property is
+            return self  # type: ignore[return-value]
         return self.pattern.format(n=instance.n)
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        raise AttributeError(f"{self.name!r} is named after the instance's number "
+                             f"({self.pattern!r}); it cannot be set")

@@ -55,8 +55,9 @@ LATER_CLOCK = (CLOCK[0] + timedelta(days=3, hours=5), CLOCK[1])
 
 
 @functools.cache
-def query_system(queries: int = 2, workers: int = 2) -> Any:
-    """The declared query system, built once per process (campaigns share its plans)."""
+def query_system(queries: int, workers: int, /) -> Any:
+    """The declared query system, built once per process (campaigns share its plans;
+    positional only, so that one system has one cache key)."""
     return build_query_system(queries=queries, workers=workers)
 
 

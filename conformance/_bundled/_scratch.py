@@ -27,15 +27,16 @@ class RunFolder:
         return scratch
 
     def release(self) -> None:
-        """Drop the run's stores and remove its temporary folder (once: a second call does
-        nothing)."""
+        """Drop the run's stores and remove its temporary folder. Once it has all been done,
+        a second call does nothing; after a failure, it tries what is left again."""
         if self.released:
             return
-        self.released = True
-        for scratch, kind in self.stores:
-            release_store(scratch, kind)
+        while self.stores:  # each forgotten once dropped: a failed drop is tried again
+            release_store(*self.stores[-1])
+            self.stores.pop()
         if self.tmp is not None:
             self.tmp.cleanup()
+        self.released = True
 
 
 def run_folder(prefix: str, directory: Path | None) -> RunFolder:

@@ -6,7 +6,7 @@ claim, whether a row is still held at the epoch it claimed, and how one model st
 recorded (renewing the lease) or only the lease renewed. It is its own room because it
 decides nothing: the steps that call the platform and settle queries are in
 :mod:`._worker`, which also opens every transaction the worker commits (``write``), so
-that each keeps counting as the worker's own (``settled._bench.count_transactions``).
+that each keeps counting as the worker's own (``settled._bench_impl.count_transactions``).
 """
 
 from __future__ import annotations
