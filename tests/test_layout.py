@@ -106,6 +106,24 @@ def test_no_module_of_the_package_is_over_500_lines_unless_listed_with_why() -> 
     assert not shrunk, f"these are 500 lines or fewer now: take them off OVER_500: {sorted(shrunk)}"
 
 
+# What impl/ may take from the model: the names of the states it records (each write is gated
+# on a declared edge) and the declarations that gate them. Never a constant of the protocol (a
+# budget, a set of states): one name on both sides is one the lockstep kit cannot hold apart.
+IMPL_FROM_MODEL = {"settled.model", "settled.model.MACHINES", "settled.model.query",
+                   "settled.model.query.QueryState", "settled.model.approval",
+                   "settled.model.approval.ApprovalState"}
+
+
+def test_the_implementation_owns_its_constants() -> None:
+    taken = {f"{p.relative_to(ROOT)}: {name}" for p in (ROOT / "impl").rglob("*.py")
+             for name in _imports(p) if name.startswith("settled.model")
+             and name not in IMPL_FROM_MODEL}
+    assert not taken, f"define these in impl/ (lockstep holds them to the model's): {sorted(taken)}"
+    probe = _imports(ROOT / "impl" / "query" / "_probe.py",  # never written
+                     "from ...model.query import MAX_SUBMISSIONS\n")
+    assert "settled.model.query.MAX_SUBMISSIONS" in probe - IMPL_FROM_MODEL
+
+
 def test_the_kit_and_the_command_line_use_only_the_models_public_names() -> None:
     bad = {f"{p.relative_to(ROOT)}: {name}" for layer in ("conformance", "settled")
            for p in (ROOT / layer).rglob("*.py") for name in _imports(p)

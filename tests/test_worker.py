@@ -599,3 +599,20 @@ def test_claiming_a_live_query_with_begin_submit_only_claims(
         second.claim(qid, begin_submit=True)
     assert log(store, qid)[-1] == ("claim", "running", "running")
     assert_conforms(store)
+
+
+# --------------------------------------------------------------------------- its own constants
+def test_the_worker_keeps_its_own_submission_budget_and_lockstep_sees_a_wrong_one(
+        monkeypatch, tmp_path):
+    """impl/ owns its constants: the budget the worker enforces is its own name, not the
+    model's, so a budget that disagrees with the model's is a divergence, not invisible."""
+    from settled.conformance import lockstep
+    from settled.conformance._bundled._query_adapter import QueryAdapter
+    from settled.impl.query import _worker
+    from settled.model import query as model
+
+    assert _worker.MAX_SUBMISSIONS == model.MAX_SUBMISSIONS
+    monkeypatch.setattr(_worker, "MAX_SUBMISSIONS", model.MAX_SUBMISSIONS + 1)
+    report = lockstep(QueryAdapter, "query", profile="dev", seed=1, out=tmp_path)
+    assert report.status == "diverged", report.text()
+    assert "submissions" in (report.failure or ""), report.failure  # the fourth one, refused

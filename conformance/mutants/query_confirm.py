@@ -24,11 +24,11 @@ from settled.impl.query._store import (
     query_row,
     task_row,
 )
-from settled.impl.query._values import PHASE_EXECUTING, _why_not, require_version
+from settled.impl.query._values import LIVE, PHASE_EXECUTING, _why_not, require_version
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import InvalidInput, MessagePending, NotAllowed
 from settled.impl.shared._ids import require_id
-from settled.model.query import LIVE, QueryState
+from settled.model.query import QueryState
 from settled.model.query import QueryState as S
 
 

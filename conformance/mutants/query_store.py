@@ -16,6 +16,7 @@ from typing import Any
 from settled.impl.query._events import apply_step
 from settled.impl.query._store import Query, QueryStatus, QueryStore, Task, query_row, task_row
 from settled.impl.query._values import (
+    LIVE,
     PHASE_OPEN,
     _json,
     require_conditions,
@@ -24,7 +25,7 @@ from settled.impl.query._values import (
 from settled.impl.shared._db import write
 from settled.impl.shared._errors import NotAllowed, StaleVersion
 from settled.impl.shared._ids import require_id
-from settled.model.query import LIVE, QueryState
+from settled.model.query import QueryState
 from settled.model.query import QueryState as S
 
 

@@ -14,10 +14,10 @@ from typing import Any, cast
 
 from settled.impl.platform._platform_answers import CancelAnswer, PlatformStatus, SubmitAnswer
 from settled.impl.query._store import query_row, task_row
+from settled.impl.query._values import MAX_SUBMISSIONS
 from settled.impl.query._worker import Worker
 from settled.impl.shared._errors import NotAllowed, StaleLease
 from settled.impl.shared._ids import require_id
-from settled.model.query import MAX_SUBMISSIONS
 from settled.model.query import QueryState as S
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...model.query import LIVE, QueryState
+from ...model.query import QueryState
 from ..shared._db import write
 from ..shared._errors import NotAllowed
 from ..shared._ids import require_id
 from ._events import apply_step
-from ._values import Query, StoreBase, _why_not, query_row
+from ._values import LIVE, Query, StoreBase, _why_not, query_row
 
 
 class CancelPart(StoreBase):

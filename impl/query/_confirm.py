@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...model.query import LIVE, QueryState
+from ...model.query import QueryState
 from ..shared._db import write
 from ..shared._errors import InvalidInput, MessagePending, NotAllowed, StaleVersion
 from ..shared._ids import require_id
@@ -14,6 +14,7 @@ from ._events import append_event, apply_step
 from ._runs import require_rights
 from ._values import (
     CONFIRM_PARAMS,
+    LIVE,
     PHASE_EXECUTING,
     Query,
     StoreBase,

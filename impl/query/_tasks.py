@@ -8,13 +8,14 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ...model.query import LIVE, QueryState
+from ...model.query import QueryState
 from ..shared._db import write
 from ..shared._errors import InvalidInput, NotFound, StaleVersion
 from ..shared._ids import require_id
 from ._events import apply_step
 from ._values import (
     _DRAFT_STATES,
+    LIVE,
     PHASE_OPEN,
     StoreBase,
     Task,

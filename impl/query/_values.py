@@ -38,6 +38,11 @@ CONFIRM_PARAMS: Final = {"quote": "whole", "draft_version": "current",
                          "condition_version": "current", "message": "attributed"}
 
 _DRAFT_STATES: Final = (QueryState.DRAFTED, QueryState.AWAITING)
+# The implementation's own constants, not the model's: lockstep holds the two together, which
+# it could not do if they were one name (a wrong budget here diverges at the fourth submission).
+LIVE: Final = (QueryState.QUEUED, QueryState.SUBMITTING, QueryState.UNKNOWN,
+               QueryState.NOT_FOUND, QueryState.RUNNING)  # authorized, not settled
+MAX_SUBMISSIONS: Final = 3  # submissions of one query before it is exhausted (Q16)
 
 
 def utc_now() -> datetime:

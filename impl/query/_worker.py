@@ -54,7 +54,6 @@ from typing import Any, Final
 import httpx
 import msgspec
 
-from ...model.query import MAX_SUBMISSIONS
 from ...model.query import QueryState as S
 from ..platform._platform_answers import (
     CancelAnswer,
@@ -67,7 +66,7 @@ from ..shared._errors import NotAllowed, PlatformUnavailable
 from ..shared._ids import require_id
 from ..shared._pg import WriteConflict
 from ._events import apply_step
-from ._values import iso, query_row, task_row
+from ._values import MAX_SUBMISSIONS, iso, query_row, task_row
 from ._worker_lease import WorkerLease
 from ._worker_notify import SETTLED_PHASE, WorkerNotices
 

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ...model.query import LIVE
 from ...model.query import QueryState as S
 from ..platform._platform_answers import PlatformClient
 from ..shared._crash import CrashPoints, watched
@@ -26,7 +25,7 @@ from ..shared._errors import InvalidInput, NotAllowed, NotFound, StaleLease
 from ..shared._ids import require_id
 from ._events import apply_step
 from ._schema import open_store
-from ._values import Clock, iso, query_row, utc_now
+from ._values import LIVE, Clock, iso, query_row, utc_now
 
 __all__ = ["WorkerLease"]
 
