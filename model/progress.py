@@ -235,12 +235,23 @@ RESTING: dict[str, tuple[str, ...]] = {
 }
 
 
+# Declared once per machine or system object (a declaration validates itself against the
+# whole table; the lockstep's quiescence phase asks for it once per run). The object is kept
+# beside its liveness, so that an id is never reused while its entry stands.
+_DECLARED: dict[int, tuple[Protocol | System, Liveness]] = {}
+
+
 def liveness_of(target: Protocol | System) -> Liveness:
     """The declared liveness of a machine or system (or a variant of one), by its name."""
+    held = _DECLARED.get(id(target))
+    if held is not None and held[0] is target:
+        return held[1]
     if isinstance(target, System):
-        key = target.name.removesuffix("_system")
-        return SYSTEM_LIVENESS[key](target)
-    return MACHINE_LIVENESS[target.name](target)
+        live = SYSTEM_LIVENESS[target.name.removesuffix("_system")](target)
+    else:
+        live = MACHINE_LIVENESS[target.name](target)
+    _DECLARED[id(target)] = (target, live)
+    return live
 
 
 # Built (and so validated) on import, like the tables.

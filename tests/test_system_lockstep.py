@@ -185,6 +185,24 @@ def test_a_stopped_run_hands_the_session_to_the_new_run_for_every_query(system: 
     assert _replay(system, QuerySystemAdapter, steps) is None
 
 
+def test_a_refusal_that_changes_another_instance_is_caught(system: Any) -> None:
+    """A system's refusal is held against every instance and the system, observed afresh
+    after it (the observations before it are the last check's): here q1's refused confirm
+    confirms q0 behind the kit's back."""
+    class LeakyRefusal(QuerySystemAdapter):
+        def perform(self, instance: Any, trigger: str, params: Any) -> None:
+            if instance == 1 and trigger == "confirm":
+                super().perform(0, "confirm", {**CONFIRM, "message": "attributed"})
+            super().perform(instance, trigger, params)
+
+    steps = [q(0, "check_passed"), q(1, "confirm", True, message="attributed", **CONFIRM)]
+    assert _replay(system, QuerySystemAdapter, steps) is None
+    message = _replay(system, LeakyRefusal, steps)
+    assert message is not None and message.startswith("refuse q1 confirm "), message
+    assert (": the refusal changed the implementation (q0.authorized_version: 0 -> 1, q0.state: "
+            "'awaiting_confirmation' -> 'queued')") in message, message
+
+
 def test_a_refusal_probe_with_a_bound_parameter_the_state_contradicts_is_not_a_step(
         system: Any) -> None:
     """message=pending while the session's message is attributed: the model rejects the list

@@ -52,7 +52,8 @@ class Runner(Observing):
         self.plans: Plans = plans_for(system, self.forbidden)
         self.config = system.initial_config()
         # (steps taken when observed, {instance: observation}): what is known to be current
-        self.observed: tuple[int, dict[int, dict[str, Value]]] = (-1, {})
+        # (the system's own variables under None)
+        self.observed: tuple[int, dict[int | None, dict[str, Value]]] = (-1, {})
         self.history: list[SystemConfig] = [self.config]
         self.fired: dict[str, int] = {}
         self.edges: dict[tuple[str, str, str], int] = {}  # (from, to, trigger) -> times
@@ -294,9 +295,16 @@ class Runner(Observing):
         self._count_refusal(action)
 
     def _refuse_in_system(self, action: Action) -> None:
-        before = self.observe_all()
+        # The last check observed every instance, and the system, after the previous step:
+        # reuse it. Every instance and the system are observed afresh after the refusal (one
+        # that changed any of them is caught), and the next check reads those.
+        known = self.observed[1] if self.observed[0] == len(self.steps) - 1 else {}
+        whole = self.instances + (1 if self.system.variables else 0)
+        before = known if len(known) == whole else self._observe_each()
         perform_refused(self.adapter, action.target, action, lambda: self._why_refused(action))
-        self._unchanged(action, before, self.observe_all())
+        after = self._observe_each()
+        self._unchanged(action, _flat(before), _flat(after))
+        self.observed = (len(self.steps), after)
         self._count_refusal(action)
 
     def _why_refused(self, action: Action) -> str:
@@ -329,10 +337,14 @@ class Runner(Observing):
 
     def observe_all(self) -> dict[str, Any]:
         """Every instance and the system's own variables, as one flat mapping."""
-        out: dict[str, Any] = {f"q{i}.{k}": v for i in range(self.instances)
-                               for k, v in self.observe(i).items()}
+        return _flat(self._observe_each())
+
+    def _observe_each(self) -> dict[int | None, dict[str, Value]]:
+        """Every instance, and the system's own variables (under None) where it has any."""
+        out: dict[int | None, dict[str, Value]] = {i: self.observe(i)
+                                                   for i in range(self.instances)}
         if self.system.variables:
-            out.update({f"system.{k}": v for k, v in self.observe_system().items()})
+            out[None] = self.observe_system()
         return out
 
     # -- checks ----------------------------------------------------------------
@@ -352,7 +364,7 @@ class Runner(Observing):
         plans, unobservable = self.plans, self.contract.unobservable
         # An instance a refusal just observed (unchanged) need not be observed again.
         known = self.observed[1] if self.observed[0] == len(self.steps) else {}
-        seen: dict[int, dict[str, Value]] = {}
+        seen: dict[int | None, dict[str, Value]] = {}
         version = self.version()
         # The instance the last step acted on is observed afresh; the others may be reused
         # while the adapter's version stands (see Adapter.version).
@@ -376,7 +388,7 @@ class Runner(Observing):
                                  f"{_diff_text(diffs)}{self._explain(i, observed)}")
         self.observed = (len(self.steps), seen)
         if self.system.variables:
-            self._check_system()
+            self._check_system(known)
 
     def _check_invariants(self) -> None:
         broken_of = self.plans.broken
@@ -394,8 +406,9 @@ class Runner(Observing):
             if sys_broken:
                 raise Divergence(f"system invariant {sys_broken[0]} broken")
 
-    def _check_system(self) -> None:
-        observed = self.observe_system()
+    def _check_system(self, known: Mapping[int | None, dict[str, Value]]) -> None:
+        observed = known.get(None) or self.observe_system()
+        self.observed[1][None] = observed
         expected = self.system.shared_view(self.config)
         diffs = {k: (observed[k], x) for k, x in expected.items() if observed[k] != x}
         if diffs:
@@ -454,6 +467,12 @@ def system_probes(plans: Plans, config: SystemConfig, i: int) -> list[Action]:
         if not plans.allows(config, a) and a not in probes:
             probes.append(a)
     return probes
+
+
+def _flat(each: Mapping[int | None, Mapping[str, Value]]) -> dict[str, Any]:
+    """Observations by instance (the system's under None) as one flat mapping."""
+    return {f"{'system' if i is None else f'q{i}'}.{k}": v
+            for i, observed in each.items() for k, v in observed.items()}
 
 
 def _diff_text(diffs: Mapping[str, tuple[Value, Value]]) -> str:
