@@ -272,7 +272,7 @@ def test_an_unknown_transport_is_refused():
 
 # --------------------------------------------------------------------------- whole campaigns
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [2])  # seed 1: `.ci/run`, through `settled lockstep ...:over_http`
 def test_the_http_platform_passes_the_lockstep_kit(seed):
     suite = query_suite(transport="http")
     record = run_lockstep(suite.lockstep(f"QueryOverHttp{seed}"), profile("ci"), seed=seed)

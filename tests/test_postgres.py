@@ -103,22 +103,14 @@ def _campaign(suite: Any, profile_name: str) -> None:
     assert record.trace_failure is None and record.trace_events > 0
 
 
-@pytest.mark.slow  # a minute of PostgreSQL commits; the race, fencing and crash tests stay default
+# The ci-profile campaigns on PostgreSQL: fencing (Q11), one submission per query (Q12),
+# the approval's idempotent writes (W2, W6), each step checked against the model. (A dev-profile
+# run of the same suites, the same tour and fewer, shorter random runs, used to sit beside them.)
+@pytest.mark.slow
 @pytest.mark.rule("Q11")
 @pytest.mark.rule("Q12")
-def test_the_query_lockstep_suite_passes_on_postgresql(pg_url: str, counterexamples: Path) -> None:
-    _campaign(query_suite(store=pg_url), "dev")
-
-
-@pytest.mark.slow
 @pytest.mark.rule("W2")
 @pytest.mark.rule("W6")
-def test_the_approval_lockstep_suite_passes_on_postgresql(pg_url: str,
-                                                          counterexamples: Path) -> None:
-    _campaign(approval_suite(store=pg_url), "dev")
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("build", [query_suite, approval_suite], ids=["query", "approval"])
 def test_the_ci_lockstep_campaigns_pass_on_postgresql(pg_url: str, counterexamples: Path,
                                                       build: Any) -> None:

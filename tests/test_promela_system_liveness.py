@@ -33,11 +33,17 @@ from settled.model.expr import S, when
 from settled.model.progress import liveness_of
 from settled.model.systems import build_approval_system, build_ledger_system, build_query_system
 
-# Two instances each, the query system cut to one lease epoch and one condition version.
+# Two instances of the ledger and the approval systems. The query system is cut to one query,
+# one lease epoch and one condition version: with two queries pan's acceptance-cycle search of
+# `every_confirmed_query_settles` under its fairness stores 2.0 million states (91 million
+# transitions) in 151 s of tcc's pan here, and the test took 254 s in CI, against 8 s for our
+# side. The query system's own transitions (a later message, the other task) and their
+# fairness are in the one-query system; premises over two instances are the ledger's and the
+# approval's.
 SMALL = {
     "ledger": lambda: build_ledger_system(calls=2),
     "approval": lambda: build_approval_system(calls=2, stock=1),
-    "query": lambda: build_query_system(queries=2, workers=1, max_epoch=1, max_task_version=1),
+    "query": lambda: build_query_system(queries=1, workers=1, max_epoch=1, max_task_version=1),
 }
 
 
@@ -54,7 +60,7 @@ def verdicts(system: System) -> list[tuple[str, str, str, bool]]:
 @pytest.mark.parametrize("name", [
     "ledger",
     pytest.param("approval", marks=pytest.mark.slow),
-    pytest.param("query", marks=pytest.mark.slow)])
+    "query"])
 def test_spins_progress_verdicts_equal_ours_on_every_system(name: str) -> None:
     need_spin()
     system = SMALL[name]()

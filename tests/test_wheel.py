@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import postgres_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache",
@@ -97,8 +98,19 @@ def test_the_wheel_refuses_a_root_that_is_not_a_checkout(installed: Path, tmp_pa
 @pytest.mark.slow
 def test_settled_verify_from_the_wheel_in_an_empty_folder_checks_the_views_and_passes(
         installed: Path, tmp_path: Path) -> None:
-    done = _run(installed, tmp_path, "verify", "--profile", "dev", "--json")
+    """The README's main job on PostgreSQL, from the wheel: ``.ci/run`` runs ``settled verify``
+    on SQLite in the checkout, and this is its run on a throwaway cluster (one verify a store)."""
+    missing = postgres_missing()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {missing}: verify on PostgreSQL must run in CI")
+        pytest.skip(missing)
+    done = _run(installed, tmp_path, "verify", "--store", "temp-postgres", "--profile", "dev",
+                "--json")
     report = json.loads(done.stdout)
     assert done.returncode == report["exit_code"] == 0, done.stderr[-2000:]
     assert report["views"]["source"] == "installed package" and report["views"]["stale"] == []
     assert report["views"]["ok"] is True and "skipped" not in report["views"]
+    for name in ("query", "approval"):  # the machines with a PostgreSQL store
+        assert report["machines"][name]["lockstep"]["store"].startswith("PostgreSQL"), name
+        assert report["machines"][name]["concurrent"]["store"] == "PostgreSQL", name
