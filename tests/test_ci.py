@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,24 @@ def test_ci_runs_its_campaigns_on_both_cores_and_its_stages_through_the_helpers(
         bare = line.strip()
         if bare.startswith(("pytest", "settled")):
             raise AssertionError(f"a command outside a stage: {line}")
+
+
+def test_the_slow_stage_starts_both_workers_on_its_longest_tests() -> None:
+    from types import SimpleNamespace
+
+    from conftest import LONGEST, longest_first_in_both_halves
+
+    bench, wheel, catalogue = list(LONGEST)[:3]
+    names = ["tests/test_a.py::one", f"{catalogue}_and_passes_the_baseline", "tests/test_a.py::two",
+             f"{bench}", "tests/test_b.py::one", "tests/test_b.py::two",
+             f"{wheel}_checks_the_views_and_passes", "tests/test_c.py::one"]
+    items: Any = [SimpleNamespace(nodeid=n) for n in names]
+    got = [i.nodeid for i in longest_first_in_both_halves(items)]
+    half = len(got) // 2  # worksteal's first worker takes got[:half], the second the rest
+    assert got[:half] == [bench, f"{catalogue}_and_passes_the_baseline", "tests/test_a.py::one",
+                          "tests/test_a.py::two"]
+    assert got[half:] == [f"{wheel}_checks_the_views_and_passes", "tests/test_b.py::one",
+                          "tests/test_b.py::two", "tests/test_c.py::one"]
+    assert sorted(got) == sorted(names)
+    plain: Any = [SimpleNamespace(nodeid=n) for n in ("tests/test_a.py::one", "tests/test_a.py::two")]
+    assert longest_first_in_both_halves(plain) == plain  # no long test: the order stands
