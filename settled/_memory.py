@@ -2,32 +2,34 @@
 
 The explorer keeps every reached state (and, for one machine, its edges) in memory, so
 memory grows with the number of reachable states. The figures below are measured with
-``/usr/bin/time -f %M settled explore ... --json`` on this project's tables (peak resident
-set size minus the interpreter's own ~50 MB, divided by the states reached):
+``/usr/bin/time -f %M settled explore ... --json`` on this project's tables (the search and
+then the progress properties; peak resident set size minus the interpreter's own ~35 MB,
+divided by the states reached). The counts are held to the explorer's by
+``tests/test_cli.py`` (the small rows) and by the slow tests that explore the large ones:
 
 =========================================  ===========  ============  ===========
 configuration                              states       peak RSS      bytes/state
 =========================================  ===========  ============  ===========
-query, 1 worker                                  4,758        61 MB        2,500
-query, 2 workers (the default)                  18,054        99 MB        2,800
-query, 3 workers                                47,634       186 MB        2,900
-query, 4 workers                               103,158       340 MB        2,800
-approval                                           271        36 MB            -
-approval system, 2 calls                        27,165        53 MB            -
-approval system, 3 calls                     1,599,429     1,015 MB          600
-query system, 2 queries, 1 worker              707,588       408 MB          530
-query system, 2 queries, 2 workers          ~2,700,000     ~1.0 GB          370
-ledger                                             138        49 MB            -
-ledger system, 2 calls                           1,505        50 MB            -
-ledger system, 3 calls                          13,958        58 MB          500
+query, 1 worker                                  4,758        42 MB            -
+query, 2 workers (the default)                  18,054        58 MB        1,300
+query, 3 workers                                47,634        96 MB        1,400
+query, 4 workers                               103,158       163 MB        1,300
+approval                                           271        37 MB            -
+approval system, 2 calls                        27,165        60 MB        1,000
+approval system, 3 calls                     1,599,429     1,802 MB        1,200
+query system, 2 queries, 1 worker            2,122,764     2,532 MB        1,200
+query system, 2 queries, 2 workers           8,184,948     9,600 MB        1,200
+ledger                                             138        35 MB            -
+ledger system, 2 calls                           1,505        35 MB            -
+ledger system, 3 calls                          13,958        52 MB        1,300
 =========================================  ===========  ============  ===========
 
 A configuration not in the table is extrapolated from its neighbours: a query system
 with other than two workers is the two-worker system scaled by the single machine's
-growth between the two worker counts (that predicts 711 k for 2 queries and 1 worker,
-where 708 k were measured); one more instance multiplies states by the last instance's growth (``S(n+1) ≈
-S(n)² / S(n-1)``; for the approval system that predicts 2.7 M where 1.6 M were measured,
-so the extrapolation errs on the high side).
+growth between the two worker counts (that predicts 2.16 M for 2 queries and 1 worker,
+where 2.12 M were measured); one more instance multiplies states by the last instance's
+growth (``S(n+1) ≈ S(n)² / S(n-1)``; for the approval system that predicts 2.7 M where
+1.6 M were measured, so the extrapolation errs on the high side).
 """
 
 from __future__ import annotations
@@ -36,14 +38,17 @@ import os
 from dataclasses import dataclass
 
 BASE_BYTES = 60 * 2**20  # the interpreter, the tables and the explorer before any state
-SINGLE_BYTES_PER_STATE = 3_000  # one machine: states, edges and the graph for --graph
-SYSTEM_BYTES_PER_STATE = 550  # a system: canonical states and parents only
+# One machine: its states, edges and the graph for --graph (about 1,300-1,400 measured without
+# --graph). A system: its states, then its graph for the progress properties (1,000-1,300
+# measured, above; the largest rounded up).
+SINGLE_BYTES_PER_STATE = 3_000
+SYSTEM_BYTES_PER_STATE = 1_400
 
 # Reachable states measured (see the module docstring). Keys: (model, instances, workers);
 # workers is None for the approval machine, which has none.
 MEASURED: dict[tuple[str, int, int | None], int] = {
     ("query", 1, 1): 4_758, ("query", 1, 2): 18_054, ("query", 1, 3): 47_634,
-    ("query", 1, 4): 103_158, ("query", 2, 1): 707_588, ("query", 2, 2): 2_728_316,
+    ("query", 1, 4): 103_158, ("query", 2, 1): 2_122_764, ("query", 2, 2): 8_184_948,
     ("approval", 1, None): 271, ("approval", 2, None): 27_165, ("approval", 3, None): 1_599_429,
     ("ledger", 1, None): 138, ("ledger", 2, None): 1_505, ("ledger", 3, None): 13_958,
 }

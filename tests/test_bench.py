@@ -24,6 +24,7 @@ from settled._bench import run_bench
 from settled._bench_impl import count_transactions
 from settled._bench_trace import fast_trace_lines, write_trace
 from settled._cmd_bench import register
+from settled._memory import MEASURED
 from settled.conformance._trace import check_file
 from settled.conformance._trace._tracegen import trace_lines
 from settled.impl.platform._platform import SyntheticPlatform
@@ -239,3 +240,5 @@ def test_the_full_bench_meets_its_sizes(tmp_path: Path) -> None:
     assert report["explore"]["single_states"] == 18_054
     assert report["explore"]["system_complete"] is True
     assert report["explore"]["system_states_unreduced"] > report["explore"]["system_states"]
+    # The memory estimate's row for this system is the count reached here (settled._memory).
+    assert report["explore"]["system_states"] == MEASURED[("query", 2, 2)]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from settled._memory import MEASURED
 from settled.conformance._explore._system import explore_system, replay_system
 from settled.model import DeclarationError, Invariant
 from settled.model._core import Config, Step
@@ -60,6 +61,8 @@ def test_the_query_system_with_shared_state_has_no_findings(one_worker: System) 
     assert result.complete and result.findings == []
     assert result.independent_product is False
     assert result.states < result.states_unreduced
+    # The memory estimate's row for this system is the count reached here (settled._memory).
+    assert result.states == MEASURED[("query", 2, 1)]
 
 
 @pytest.mark.rule("Q11")
