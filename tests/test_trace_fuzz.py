@@ -111,6 +111,30 @@ def test_mangled_traces_never_raise_and_always_say_why(lines: list[bytes]) -> No
     judged(report)
 
 
+@pytest.mark.parametrize("key", ["\n", "a\r\nb", "\u2028", "\x00", "\t"])
+def test_a_field_named_with_a_line_break_is_a_one_line_error_that_names_it(key: str) -> None:
+    """Found by the long campaign: an unknown field named ``"\\n"`` came back in the
+    decoder's message as a raw line break. Every TraceError escapes what would break its
+    line (the field is named as ``\\n``); in params and vars such a name is a violation,
+    which quotes it the same way."""
+    event = json.loads(base_lines(1)[0])
+    event[key] = "drafted"
+    with pytest.raises(TraceError) as caught:
+        check_lines([json.dumps(event)])
+    text = str(caught.value)
+    assert len(text.splitlines()) == 1 and text.isprintable(), text
+    assert f"unknown field `{key.encode('unicode_escape').decode('ascii')}`" in text
+    del event[key]
+    for field in ("vars", "params"):
+        event[field][key] = "drafted"
+        report = check_lines([json.dumps(event)])
+        del event[field][key]
+        assert not report.ok and report.violations
+        message = report.violations[0].message
+        assert len(message.splitlines()) == 1 and message.isprintable(), message
+        assert repr(key) in message
+
+
 @pytest.mark.slow
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())

@@ -30,10 +30,20 @@ SHOWN_CANDIDATES = 8  # candidate configurations listed per violation before col
 _MEMO_LIMIT = 500_000  # replay memo entries kept before the memo is started afresh
 
 
+def one_line(text: str) -> str:
+    """``text`` with each line break and other unprintable character escaped (a field named
+    ``"\\n"`` is quoted as ``\\n``), so an error about hostile input still prints on one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 class TraceError(ValueError):
-    """The input is not a readable trace; names the line and what is wrong."""
+    """The input is not a readable trace; names the line and what is wrong, on one line."""
 
     def __init__(self, line: int, message: str) -> None:
+        message = one_line(message)
         super().__init__(f"line {line}: {message}")
         self.line = line
         self.message = message
@@ -43,7 +53,7 @@ class CheckerFault(RuntimeError):
     """The checker itself failed (a defect, or memory ran out); names the input line."""
 
     def __init__(self, line: int, cause: BaseException) -> None:
-        what = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        what = one_line(f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__)
         super().__init__(f"the checker failed while reading line {line} ({what}); no verdict "
                          "was reached. This is a defect of the checker, not of the trace: "
                          "please report it with the line.")
