@@ -21,9 +21,6 @@ from settled.conformance._liveness import check_machine, check_system, system_cl
 from settled.model import MACHINES, Protocol, build_query_machine
 from settled.model.systems import (
     SYSTEMS,
-    build_approval_system,
-    build_ledger_system,
-    build_query_system,
 )
 
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -270,12 +267,9 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
     if graph is not None:
         err.print("--graph writes the state graph of one machine; drop --queries or --graph")
         raise typer.Exit(2)
-    if workers is not None and (model != "query" or workers < 1):
-        err.print(f"--workers {workers}: only the query system has worker processes (at least 1)")
-        raise typer.Exit(2)
-    system = (build_query_system(queries=queries, workers=workers or 1) if model == "query"
-              else build_ledger_system(calls=queries) if model == "ledger"
-              else build_approval_system(calls=queries, stock=1 if stock is None else stock))
+    from settled._cmd_spin_system import system_for
+
+    system = system_for(model, queries, workers, stock)
     from settled.model.progress import liveness_of
 
     declared = liveness_of(system)

@@ -120,24 +120,16 @@ def test_the_memory_estimate_follows_measured_figures_and_caps_at_max_states() -
 def _reached(model: str, queries: int, workers: int | None) -> int:
     """The states ``settled explore`` reaches for a row of the memory table (its builders, its
     sizes: one worker process and one unit of stock unless asked)."""
+    from settled._cmd_explore import machine_for
+    from settled._cmd_spin_system import system_for
     from settled.conformance._explore import explore
     from settled.conformance._explore._system import explore_system
-    from settled.model import MACHINES, build_query_machine
-    from settled.model.systems import (
-        build_approval_system,
-        build_ledger_system,
-        build_query_system,
-    )
 
     if queries == 1:
-        machine = build_query_machine(workers=workers) if model == "query" else MACHINES[model]
-        result = explore(machine)
+        result = explore(machine_for(model, workers))
         assert result.complete
         return result.states
-    system = (build_query_system(queries=queries, workers=workers or 1) if model == "query"
-              else build_ledger_system(calls=queries) if model == "ledger"
-              else build_approval_system(calls=queries, stock=1))
-    result = explore_system(system)
+    result = explore_system(system_for(model, queries, workers, None))
     assert result.complete
     return result.states
 
