@@ -22,7 +22,9 @@ configurations sorted, minimised over worker renamings), which keeps
 distances, so counterexamples are still shortest. ``states`` counts the
 representatives the search really visited; ``states_unreduced`` is the
 number of concrete configurations they stand for (the sum of their orbit
-sizes, counted exactly, not explored). A counterexample is rebuilt on
+sizes, counted exactly, not explored). Each representative is kept as one int, its code
+(the numbers of its canonical instance tuple and of its shared values, ``_system_space``),
+so the visited set is a dict of ints and the graph a few arrays. A counterexample is rebuilt on
 concrete configurations by following, from the initial one, a successor
 whose canonical form is the next representative on the path.
 
@@ -37,7 +39,6 @@ import time
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable
-from operator import itemgetter
 from typing import Any
 
 from settled.conformance._paused import gc_paused
@@ -52,7 +53,7 @@ from ._system_result import (
     label,
     replay_system,
 )
-from ._system_space import _Move, _own, _Space, _sync_and_own
+from ._system_space import MASK, SHIFT, _Move, _Space, _sync
 
 __all__ = ["GENERATOR", "Progress", "SystemCounterexample", "SystemFinding", "SystemResult",
            "SystemTraceStep", "explore_system", "label", "replay_system"]
@@ -76,43 +77,44 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
     sp = _Space(system, symmetry)
     sp.classify = classify
     init = system.initial_config()
-    key0 = sp.canon(tuple(sp.intern(c) for c in init.instances), init.shared)
-    index: dict[tuple[Any, ...], int] = {key0: 0}
-    keys: list[tuple[Any, ...]] = [key0]
+    code0 = sp.code(tuple(sp.intern(c) for c in init.instances), init.shared)
+    index: dict[int, int] = {code0: 0}  # a configuration's code -> its number
+    codes = array("q", [code0])  # number -> code
     parent = array("q", [-1])
     succ_start, succ, masks = array("q"), array("q"), array("q")
     first_bad: dict[tuple[str, str], tuple[int, int | None]] = {}  # (kind, name) -> (gid, child)
-    states_seen: set[int] = set()
     domains = [frozenset(v.domain) for v in system.variables]
+    keys = _Keys(codes, sp)
     complete = True
     edges = g = 0
-    while g < len(keys):
-        if max_states is not None and len(keys) > max_states:
+    while g < len(codes):
+        if max_states is not None and len(codes) > max_states:
             complete = False
             break
-        key = keys[g]
-        ids = key[0]
-        _check_config(system, sp, key, g, first_bad, domains)
-        states_seen.update(ids)
+        code = codes[g]
+        ids = sp.cids[code & MASK]
+        _check_config(system, sp, ids, code >> SHIFT, g, first_bad, domains)
         start = len(succ)
         succ_start.append(start)
-        added, syncs = _instance_steps(sp, g, index, keys, parent, succ, masks, first_bad)
-        edges += added + _joint_steps(sp, g, syncs, index, keys, parent, succ, masks, first_bad)
+        added, syncs = _instance_steps(sp, g, code, index, codes, parent, succ, masks, first_bad)
+        edges += added + _joint_steps(sp, g, syncs, index, codes, parent, succ, masks, first_bad)
         if start == len(succ) and not all(sp.terminal[i] for i in ids):
             first_bad.setdefault(("deadlock", "deadlock"), (g, None))
         g += 1
         if progress is not None and time.perf_counter() - last > 0.2:
             last = time.perf_counter()
-            progress(len(keys), len(keys) - g, last - t0)
+            progress(len(codes), len(codes) - g, last - t0)
     succ_start.append(len(succ))
     visited = g
     findings = _findings(system, sp, keys, parent, first_bad)
+    # Orbit sizes and the instance configurations seen depend on the instance tuple alone:
+    # count each canonical tuple once.
+    tuples = Counter(map(MASK.__and__, itertools.islice(codes, visited)))
     if complete:
-        findings.extend(_whole_space_findings(system, sp, keys, parent, succ_start, succ,
-                                              states_seen))
-    # Orbit sizes depend on the instances' configurations alone: count each such tuple once.
-    unreduced = (sum(sp.orbit(ids) * n for ids, n in Counter(
-        map(itemgetter(0), itertools.islice(keys, visited))).items()) if symmetry else visited)
+        seen = {i for n in tuples for i in sp.cids[n]}
+        findings.extend(_whole_space_findings(system, sp, keys, parent, succ_start, succ, seen))
+    unreduced = (sum(sp.orbit(sp.cids[n]) * k for n, k in tuples.items()) if symmetry
+                 else visited)
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
                         findings, lockstep_only=lockstep_only(system.unbreakable()),
@@ -120,84 +122,106 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
                             sp, keys, parent, succ_start, succ, masks, visited))
 
 
-def _instance_steps(sp: _Space, g: int, index: dict[tuple[Any, ...], int],
-                    keys: list[tuple[Any, ...]], parent: array[int], succ: array[int],
-                    masks: array[int], first_bad: dict[tuple[str, str], tuple[int, int | None]]
-                    ) -> tuple[int, list[tuple[int, _Move]]]:
+class _Keys:
+    """The visited representatives by number, each read as (instance ids, shared values):
+    the search itself keeps only their codes (see ``_system_space``)."""
+
+    __slots__ = ("codes", "sp")
+
+    def __init__(self, codes: array[int], sp: _Space) -> None:
+        self.codes, self.sp = codes, sp
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, g: int) -> tuple[tuple[int, ...], tuple[Value, ...]]:
+        return self.sp.key(self.codes[g])
+
+
+def _instance_steps(sp: _Space, g: int, code: int, index: dict[int, int], codes: array[int],
+                    parent: array[int], succ: array[int], masks: array[int],
+                    first_bad: dict[tuple[str, str], tuple[int, int | None]]
+                    ) -> tuple[int, list[tuple[_Move, ...]] | None]:
     """Each instance's own steps out of state ``g`` (``System.enabled``'s local steps on
     interned ids, compiled per shared value), added to the graph: the number of edges they
-    stand for, and the instances' sync moves, left to :func:`_joint_steps`."""
-    ids, shared = keys[g]
-    compiled, canon_of, with_of, classify = sp._compiled, sp._canon, sp._with, sp.classify
+    stand for, and each instance's sync moves (None when no instance has one), left to
+    :func:`_joint_steps`."""
+    cid, high = code & MASK, code & ~MASK
+    ids, trans_of = sp.cids[cid], sp.trans[cid]
+    compiled, classify = sp._compiled, sp.classify
     edges = 0
-    syncs: list[tuple[int, _Move]] = []
-    targets: list[int] = []  # the state each outcome of the instance leads to
+    syncs: list[tuple[_Move, ...]] = []
+    any_sync = False
     for i, c in enumerate(ids):
-        plain, bad, sync_moves = compiled.get((c, shared)) or sp.compiled(c, shared)
-        targets.clear()
-        for dest, write, new_shared, count, mask in plain:
-            if write is None:
-                new_ids = (*ids[:i], dest, *ids[i + 1:])
-            else:
-                new_ids = tuple(dest if j == i else with_of.get((x, write))
-                                or sp.with_shared(x, write) for j, x in enumerate(ids))
-            cids = canon_of.get(new_ids)
-            if cids is None:
-                cids = canon_of[new_ids] = sp.canon_ids(new_ids)
-            nk = (cids, new_shared)
+        plain, bad, sync_moves, count, mks = (compiled.get(high | c)
+                                              or sp.compiled(c, code >> SHIFT))
+        trans = trans_of[i]
+        start = len(succ)
+        for out, shared_high in plain:
+            nc = trans.get(out)
+            if nc is None:
+                nc = trans[out] = sp.step_cid(ids, i, out)
+            nk = nc | shared_high
             n = index.get(nk)
             if n is None:
-                n = index[nk] = len(keys)
-                keys.append(nk)
+                n = index[nk] = len(codes)
+                codes.append(nk)
                 parent.append(g)
             succ.append(n)
-            if classify is not None:
-                masks.append(mask)
-            targets.append(n)
-            edges += count
+        edges += count
+        if classify is not None:
+            masks.extend(mks)
         for k, mv in bad:
             for name in mv.props:
-                first_bad.setdefault(("step_property", name), (g, targets[k]))
-        syncs.extend((i, mv) for mv in sync_moves)
-    return edges, syncs
+                first_bad.setdefault(("step_property", name), (g, succ[start + k]))
+        syncs.append(sync_moves)
+        if sync_moves:
+            any_sync = True
+    return edges, syncs if any_sync else None
 
 
-def _node(key: tuple[Any, ...], g: int, index: dict[tuple[Any, ...], int],
-          keys: list[tuple[Any, ...]], parent: array[int]) -> int:
-    """The number of the state ``key``, a new one reached from ``g`` where it is not known yet.
-    (The local steps' loop above does the same inline: it is the search's hot path.)"""
-    n = index.get(key)
-    if n is None:
-        n = index[key] = len(keys)
-        keys.append(key)
-        parent.append(g)
-    return n
-
-
-def _joint_steps(sp: _Space, g: int, syncs: list[tuple[int, _Move]],
-                 index: dict[tuple[Any, ...], int], keys: list[tuple[Any, ...]], parent: array[int],
-                 succ: array[int], masks: array[int],
+def _joint_steps(sp: _Space, g: int, syncs: list[tuple[_Move, ...]] | None,
+                 index: dict[int, int],
+                 codes: array[int], parent: array[int], succ: array[int], masks: array[int],
                  first_bad: dict[tuple[str, str], tuple[int, int | None]]) -> int:
     """The synchronised steps (``syncs``: each instance's sync moves) and the system's own
     steps out of state ``g``, added to the graph; the number of edges they add."""
-    ids, shared = keys[g]
+    code = codes[g]
+    cid = code & MASK
     classify = sp.classify
     added = 0
-    for new_ids, new_shared, moves, own in (_sync_and_own(sp, ids, shared, syncs) if syncs
-                                            else _own(sp, ids, shared)):
+    if syncs:
+        ids, shared = sp.key(code)
+        for new_ids, new_shared, moves, _ in _sync(sp, ids, shared, syncs):
+            added += 1
+            nk = sp.code(new_ids, new_shared)
+            n = index.get(nk)
+            if n is None:
+                n = index[nk] = len(codes)
+                codes.append(nk)
+                parent.append(g)
+            succ.append(n)
+            if classify is not None:
+                masks.append(_mask(classify, moves, None))
+            for _i, mv in moves:
+                sp.fired.add(id(mv.step.transition))
+                for name in mv.props:
+                    first_bad.setdefault(("step_property", name), (g, n))
+    for shared_high, own in sp.own(code >> SHIFT):  # the shared values alone change
         added += 1
-        n = _node(sp.canon(new_ids, new_shared), g, index, keys, parent)
+        nk = cid | shared_high
+        n = index.get(nk)
+        if n is None:
+            n = index[nk] = len(codes)
+            codes.append(nk)
+            parent.append(g)
         succ.append(n)
         if classify is not None:
-            masks.append(_mask(classify, moves, own))
-        for _i, mv in moves:
-            sp.fired.add(id(mv.step.transition))
-            for name in mv.props:
-                first_bad.setdefault(("step_property", name), (g, n))
+            masks.append(_mask(classify, (), own))
     return added
 
 
-def _whole_space_findings(system: System, sp: _Space, keys: list[tuple[Any, ...]],
+def _whole_space_findings(system: System, sp: _Space, keys: _Keys,
                           parent: array[int], succ_start: array[int], succ: array[int],
                           states_seen: set[int]) -> list[SystemFinding]:
     """What only a complete search may say: a trap, the states no instance reaches and the
@@ -227,7 +251,7 @@ def _mask(classify: Callable[[str, str, Any], int], moves: tuple[tuple[int, _Mov
     return classify(t.actor, t.trigger, p)
 
 
-def _findings(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],
+def _findings(system: System, sp: _Space, keys: _Keys, parent: array[int],
               first_bad: dict[tuple[str, str], tuple[int, int | None]]) -> list[SystemFinding]:
     machine = system.machine
     meta = {"invariant": {i.name: (i.rules, i.text) for i in machine.invariants},
@@ -260,26 +284,27 @@ def _bad_props(machine: Any, before: Config, s: Step, after: Config,
     return bad
 
 
-def _check_config(system: System, sp: _Space, key: tuple[Any, ...], g: int,
+def _check_config(system: System, sp: _Space, ids: tuple[int, ...], sid: int, g: int,
                   first_bad: dict[tuple[str, str], tuple[int, int | None]],
                   domains: list[frozenset[Value]]) -> None:
-    ids = key[0]
+    broken = sp.broken
     for i in ids:
-        for name in sp.broken[i]:
-            first_bad.setdefault(("invariant", name), (g, None))
+        if broken[i]:
+            for name in broken[i]:
+                first_bad.setdefault(("invariant", name), (g, None))
+    shared = sp.shareds[sid]
     if system.invariants:
-        for inv in system.broken_invariants(sp.config(key)):
+        for inv in system.broken_invariants(sp.config((ids, shared))):
             first_bad.setdefault(("system_invariant", inv.name), (g, None))
-    shared = key[1]
-    if shared in sp.checked_shared:
+    if sid in sp.checked_shared:
         return
-    sp.checked_shared.add(shared)  # first seen here, so g is the first state that has it
+    sp.checked_shared.add(sid)  # first seen here, so g is the first state that has it
     for v, x, dom in zip(system.variables, shared, domains, strict=True):
         if x not in dom:
             first_bad.setdefault(("domain", v.name), (g, None))
 
 
-def _traps(sp: _Space, keys: list[tuple[Any, ...]], start: array[int], succ: array[int]) -> int | None:
+def _traps(sp: _Space, keys: _Keys, start: array[int], succ: array[int]) -> int | None:
     """The first (BFS order) configuration that cannot reach an all-terminal one, if any.
 
     Exact, in two parts. First one pass in reverse BFS order: a configuration is good when
@@ -320,7 +345,7 @@ def _traps(sp: _Space, keys: list[tuple[Any, ...]], start: array[int], succ: arr
     return next((g for g in range(n) if not good[g]), None)
 
 
-def _counterexample(system: System, sp: _Space, keys: list[tuple[Any, ...]], parent: array[int],
+def _counterexample(system: System, sp: _Space, keys: _Keys, parent: array[int],
                     target: int, last: tuple[tuple[Any, ...], str] | None = None
                     ) -> SystemCounterexample:
     """A concrete shortest run to (a configuration in the orbit of) ``keys[target]``; with

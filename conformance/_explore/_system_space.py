@@ -20,6 +20,9 @@ from settled.model import (
     compile_machine,
 )
 
+SHIFT = 32  # a code: canonical instance tuple's number | (shared values' number << SHIFT)
+MASK = (1 << SHIFT) - 1
+
 
 class _Move:
     """One local step of an instance, compiled once per (local configuration, bound values)."""
@@ -64,10 +67,23 @@ class _Space:
         self._with: dict[tuple[int, tuple[Value, ...]], int] = {}
         self._held_back: dict[tuple[int, str, Any], bool] = {}
         self._shared_info: dict[tuple[Value, ...], Any] = {}
-        self._canon: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self._compiled: dict[tuple[int, tuple[Value, ...]], _Compiled] = {}
+        # A configuration is searched as one int, its code: the number of its canonical
+        # instance tuple (``cids``) in the low bits, of its shared values (``shareds``) above.
+        self.cids: list[tuple[int, ...]] = []
+        self._cid: dict[tuple[int, ...], int] = {}  # canonical instance tuple -> its number
+        self._canon: dict[tuple[int, ...], int] = {}  # any instance tuple -> canonical number
+        self.shareds: list[tuple[Value, ...]] = []
+        self._sid: dict[tuple[Value, ...], int] = {}
+        # Per canonical number, per instance: its own step's outcome -> the successor's
+        # canonical number (the same step from the same instances, whatever the shared values).
+        self.trans: list[list[dict[Any, int]]] = []
+        self._compiled: dict[int, _Compiled] = {}
+        self._own: dict[int, tuple[tuple[int, Any], ...]] = {}
+        self._sync_steps: dict[tuple[int, ...], Any] = {}
+        # Equal sync move tuples are one object, so their combinations are cached by id.
+        self._syncs: dict[tuple[_Move, ...], tuple[_Move, ...]] = {}  # (shared number << SHIFT) | instance id
         self.fired: set[int] = set()  # id() of every machine transition some step took
-        self.checked_shared: set[tuple[Value, ...]] = set()  # shared values domain-checked
+        self.checked_shared: set[int] = set()  # shared values (numbers) domain-checked
         # (actor, trigger, params) -> a mask (``_liveness.system_classifier``): when set, every
         # edge keeps the mask of the steps it stands for, for the liveness check.
         self.classify: Callable[[str, str, Any], int] | None = None
@@ -98,10 +114,48 @@ class _Space:
         return j
 
     def canon(self, ids: tuple[int, ...], shared: tuple[Value, ...]) -> tuple[Any, ...]:
-        best = self._canon.get(ids)
-        if best is None:
-            best = self._canon[ids] = self.canon_ids(ids)
-        return (best, shared)
+        """The representative of a concrete configuration, as (instance ids, shared values)."""
+        return (self.cids[self.cid_of(ids)], shared)
+
+    def cid_of(self, ids: tuple[int, ...]) -> int:
+        """The number of the canonical form of the instance tuple ``ids``."""
+        n = self._canon.get(ids)
+        if n is None:
+            best = self.canon_ids(ids)
+            n = self._cid.get(best)
+            if n is None:
+                n = self._cid[best] = len(self.cids)
+                if n > MASK:  # pragma: no cover - 4 billion instance tuples
+                    raise MemoryError(f"{self.system.name}: over {MASK} instance tuples")
+                self.cids.append(best)
+                self.trans.append([{} for _ in best])
+            self._canon[ids] = n
+        return n
+
+    def sid_of(self, shared: tuple[Value, ...]) -> int:
+        """The number of the shared values ``shared``."""
+        n = self._sid.get(shared)
+        if n is None:
+            n = self._sid[shared] = len(self.shareds)
+            self.shareds.append(shared)
+        return n
+
+    def code(self, ids: tuple[int, ...], shared: tuple[Value, ...]) -> int:
+        """The search's number for a concrete configuration: its representative's code."""
+        return self.cid_of(ids) | (self.sid_of(shared) << SHIFT)
+
+    def key(self, code: int) -> tuple[tuple[int, ...], tuple[Value, ...]]:
+        """The representative a code stands for, as (instance ids, shared values)."""
+        return (self.cids[code & MASK], self.shareds[code >> SHIFT])
+
+    def step_cid(self, ids: tuple[int, ...], i: int, out: Any) -> int:
+        """The canonical number after instance ``i`` of ``ids`` moves to ``out``: its new
+        id, or (its new id, the shared machine variables it wrote into every instance)."""
+        if isinstance(out, int):
+            return self.cid_of((*ids[:i], out, *ids[i + 1:]))
+        dest, write = out
+        return self.cid_of(tuple(dest if j == i else self.with_shared(x, write)
+                                 for j, x in enumerate(ids)))
 
     def canon_ids(self, ids: tuple[int, ...]) -> tuple[int, ...]:
         """The representative of ``ids`` under the symmetry group (the shared values are not
@@ -168,15 +222,18 @@ class _Space:
             m = self._moves[key] = tuple(out)
         return m
 
-    def compiled(self, c: int, shared: tuple[Value, ...]) -> _Compiled:
-        """Instance configuration ``c``'s steps under the shared values ``shared``, once.
+    def compiled(self, c: int, sid: int) -> _Compiled:
+        """Instance configuration ``c``'s steps under the shared values numbered ``sid``, once.
 
-        Its own (non-sync) steps become (dest, write, new shared values, how many labelled
-        steps lead there), one entry per distinct outcome in first-seen order: steps that
+        Its own (non-sync) steps become one entry per distinct outcome, in first-seen order:
+        (the instance's outcome, as :meth:`step_cid` takes it; the new shared values'
+        number, shifted to its place in a code). Beside them: how many labelled steps they
+        stand for, and (for the liveness check) each entry's mask. Steps that
         differ only in a parameter no one reads (a fault's kind) cost one successor, and
         the discovery order, so the BFS ids and the shortest paths, stay those of the
         uncompiled search. Steps that break a step property are kept apart, one each, and
         sync steps are left to the caller: they depend on the other instances."""
+        shared = self.shareds[sid]
         sv, bound, ctx, _own = self.shared_info(shared)
         sys = self.system
         sync = sys.sync
@@ -208,10 +265,41 @@ class _Space:
                                                           mv.params)
             if mv.props:  # a finding: rare, so its slot is looked up, not kept for every move
                 bad.append((list(plain).index(out), mv))
-        compiled = self._compiled[(c, shared)] = (
-            tuple((d, w, ns, n, masks.get((d, w, ns), 0)) for (d, w, ns), n in plain.items()),
-            tuple(bad), tuple(syncs))
+        compiled = self._compiled[(sid << SHIFT) | c] = (
+            tuple((d if w is None else (d, w), self.sid_of(ns) << SHIFT) for d, w, ns in plain),
+            tuple(bad), self._syncs.setdefault(tuple(syncs), tuple(syncs)), sum(plain.values()),
+            tuple(masks.get(out, 0) for out in plain))
         return compiled
+
+    def own(self, sid: int) -> tuple[tuple[int, Any], ...]:
+        """The system's own steps under the shared values numbered ``sid`` (only the shared
+        values change): each as (the new values' number, shifted to its place in a code;
+        (transition, parameters))."""
+        got = self._own.get(sid)
+        if got is None:
+            got = self._own[sid] = tuple(
+                (self.sid_of(new_shared) << SHIFT, (t, p))
+                for t, p, new_shared in self.shared_info(self.shareds[sid])[3])
+        return got
+
+    def sync_steps(self, per: list[tuple[_Move, ...]]
+                   ) -> tuple[tuple[str, Any, Any, tuple[tuple[int, _Move], ...]], ...]:
+        """The sync steps the instances' sync moves ``per`` make, in ``System.enabled``'s
+        order, grouped by ``System.sync_groups`` (once per combination of the compiled
+        move tuples): each as (trigger, parameters, parameter key, (instance, move)s)."""
+        key = tuple(map(id, per))  # the compiled cache keeps each tuple, so ids are stable
+        got = self._sync_steps.get(key)
+        if got is None:
+            move_of = {id(mv.step): mv for moves in per for mv in moves}
+            steps = []
+            for trigger in self.system.sync:
+                choices = [[(i, mv.step) for mv in moves if mv.trigger == trigger]
+                           for i, moves in enumerate(per)]
+                for params, group in self.system.sync_groups(trigger, choices):
+                    moved = tuple((i, move_of[id(st)]) for i, st in group)
+                    steps.append((trigger, params, moved[0][1].pkey, moved))
+            got = self._sync_steps[key] = tuple(steps)
+        return got
 
     def with_shared(self, c: int, values: tuple[Value, ...]) -> int:
         key = (c, values)
@@ -264,38 +352,20 @@ def _arrangements(form: tuple[int, ...]) -> int:
 
 # (instance ids, shared values, the moving instances' moves, the system's own step if it is one)
 _Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...], Any]
-_Compiled = tuple[
-    tuple[tuple[int, "tuple[Value, ...] | None", tuple[Value, ...], int, int], ...],
-    tuple[tuple[int, _Move], ...],
-    tuple[_Move, ...]]
+# (outcomes, the step-property breakers among them, sync moves, labelled steps, masks)
+_Compiled = tuple[tuple[tuple[Any, int], ...], tuple[tuple[int, _Move], ...],
+                  tuple[_Move, ...], int, tuple[int, ...]]
 
 
-def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
-                  sync_moves: list[tuple[int, _Move]]) -> list[_Succ]:
-    """The synchronised steps (``sync_moves``: every instance's sync moves, in instance
-    order) and the system's own steps. Sync steps are offered sorted by (trigger,
-    parameters), the order the explorer has always used; ``System.enabled`` offers them in
-    the declared ``sync`` order. Only the BFS numbering depends on it: the same states,
-    steps and shortest lengths are found either way."""
+def _sync(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
+          per: list[tuple[_Move, ...]]) -> list[_Succ]:
+    """The synchronised steps from each instance's sync moves (``per``, in instance order,
+    each a tuple the compiled cache keeps); the system's own steps follow them
+    (:meth:`_Space.own`)."""
     sys = sp.system
     sv = sp.shared_info(shared)[0]
     out: list[_Succ] = []
-    groups: dict[tuple[str, Any], list[tuple[int, _Move]]] = {}
-    for i, mv in sync_moves:
-        groups.setdefault((mv.trigger, None if mv.trigger in sys.per_instance else mv.pkey),
-                          []).append((i, mv))
-    steps: list[tuple[str, Any, Any, tuple[tuple[int, _Move], ...]]] = []
-    for (trigger, pkey), group in sorted(groups.items(), key=lambda kv: repr(kv[0])):
-        if pkey is not None:
-            steps.append((trigger, group[0][1].params, pkey, tuple(group)))
-            continue
-        # Each instance chooses its own parameters: one step per combination (see System).
-        by_instance: dict[int, list[tuple[int, _Move]]] = {}
-        for i, mv in group:
-            by_instance.setdefault(i, []).append((i, mv))
-        for combo in itertools.product(*by_instance.values()):
-            params = {f"q{i}.{k}": v for i, mv in combo for k, v in mv.params.items()}
-            steps.append((trigger, params, tuple(sorted(params.items())), combo))
+    steps = sp.sync_steps(per)
     for trigger, params, pkey, moves in steps:
         movers = {i for i, _ in moves}
         if any(sp.held_back(c, trigger, params, pkey) for j, c in enumerate(ids) if j not in movers):
@@ -321,10 +391,4 @@ def _sync_and_own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
                 if j not in movers:
                     new[j] = sp.with_shared(ids[j], written)
         out.append((tuple(new), new_shared, tuple(moves), None))
-    out.extend(_own(sp, ids, shared))
     return out
-
-
-def _own(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...]) -> list[_Succ]:
-    """The system's own steps: only the shared values change."""
-    return [(ids, new_shared, (), (t, p)) for t, p, new_shared in sp.shared_info(shared)[3]]
