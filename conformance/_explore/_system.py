@@ -23,8 +23,9 @@ distances, so counterexamples are still shortest. ``states`` counts the
 representatives the search really visited; ``states_unreduced`` is the
 number of concrete configurations they stand for (the sum of their orbit
 sizes, counted exactly, not explored). Each representative is kept as one int, its code
-(the numbers of its canonical instance tuple and of its shared values, ``_system_space``),
-so the visited set is a dict of ints and the graph a few arrays. A counterexample is rebuilt on
+(the numbers of its canonical instance tuple and of its shared values, ``_system_space``);
+the visited set is a row per canonical instance tuple, indexed by the shared values' number,
+and the graph a few arrays. A counterexample is rebuilt on
 concrete configurations by following, from the initial one, a successor
 whose canonical form is the next representative on the path.
 
@@ -78,7 +79,7 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
     sp.classify = classify
     init = system.initial_config()
     code0 = sp.code(tuple(sp.intern(c) for c in init.instances), init.shared)
-    index: dict[int, int] = {code0: 0}  # a configuration's code -> its number
+    sp.rows[code0 & MASK][code0 >> SHIFT] = 0  # the visited set (see _Space.rows)
     codes = array("q", [code0])  # number -> code
     parent = array("q", [-1])
     succ_start, succ, masks = array("q"), array("q"), array("q")
@@ -96,8 +97,8 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
         _check_config(system, sp, ids, code >> SHIFT, g, first_bad, domains)
         start = len(succ)
         succ_start.append(start)
-        added, syncs = _instance_steps(sp, g, code, index, codes, parent, succ, masks, first_bad)
-        edges += added + _joint_steps(sp, g, syncs, index, codes, parent, succ, masks, first_bad)
+        added, syncs = _instance_steps(sp, g, code, codes, parent, succ, masks, first_bad)
+        edges += added + _joint_steps(sp, g, syncs, codes, parent, succ, masks, first_bad)
         if start == len(succ) and not all(sp.terminal[i] for i in ids):
             first_bad.setdefault(("deadlock", "deadlock"), (g, None))
         g += 1
@@ -138,7 +139,7 @@ class _Keys:
         return self.sp.key(self.codes[g])
 
 
-def _instance_steps(sp: _Space, g: int, code: int, index: dict[int, int], codes: array[int],
+def _instance_steps(sp: _Space, g: int, code: int, codes: array[int],
                     parent: array[int], succ: array[int], masks: array[int],
                     first_bad: dict[tuple[str, str], tuple[int, int | None]]
                     ) -> tuple[int, list[tuple[_Move, ...]] | None]:
@@ -148,7 +149,7 @@ def _instance_steps(sp: _Space, g: int, code: int, index: dict[int, int], codes:
     :func:`_joint_steps`."""
     cid, high = code & MASK, code & ~MASK
     ids, trans_of = sp.cids[cid], sp.trans[cid]
-    compiled, classify = sp._compiled, sp.classify
+    compiled, classify, rows = sp._compiled, sp.classify, sp.rows
     edges = 0
     syncs: list[tuple[_Move, ...]] = []
     any_sync = False
@@ -157,15 +158,15 @@ def _instance_steps(sp: _Space, g: int, code: int, index: dict[int, int], codes:
                                               or sp.compiled(c, code >> SHIFT))
         trans = trans_of[i]
         start = len(succ)
-        for out, shared_high in plain:
+        for out, sid in plain:
             nc = trans.get(out)
             if nc is None:
                 nc = trans[out] = sp.step_cid(ids, i, out)
-            nk = nc | shared_high
-            n = index.get(nk)
-            if n is None:
-                n = index[nk] = len(codes)
-                codes.append(nk)
+            row = rows[nc]
+            n = row[sid]
+            if n < 0:
+                n = row[sid] = len(codes)
+                codes.append(nc | (sid << SHIFT))
                 parent.append(g)
             succ.append(n)
         edges += count
@@ -181,23 +182,23 @@ def _instance_steps(sp: _Space, g: int, code: int, index: dict[int, int], codes:
 
 
 def _joint_steps(sp: _Space, g: int, syncs: list[tuple[_Move, ...]] | None,
-                 index: dict[int, int],
                  codes: array[int], parent: array[int], succ: array[int], masks: array[int],
                  first_bad: dict[tuple[str, str], tuple[int, int | None]]) -> int:
     """The synchronised steps (``syncs``: each instance's sync moves) and the system's own
     steps out of state ``g``, added to the graph; the number of edges they add."""
     code = codes[g]
     cid = code & MASK
-    classify = sp.classify
+    classify, rows = sp.classify, sp.rows
     added = 0
     if syncs:
         ids, shared = sp.key(code)
         for new_ids, new_shared, moves, _ in _sync(sp, ids, shared, syncs):
             added += 1
             nk = sp.code(new_ids, new_shared)
-            n = index.get(nk)
-            if n is None:
-                n = index[nk] = len(codes)
+            row, sid = rows[nk & MASK], nk >> SHIFT
+            n = row[sid]
+            if n < 0:
+                n = row[sid] = len(codes)
                 codes.append(nk)
                 parent.append(g)
             succ.append(n)
@@ -207,13 +208,13 @@ def _joint_steps(sp: _Space, g: int, syncs: list[tuple[_Move, ...]] | None,
                 sp.fired.add(id(mv.step.transition))
                 for name in mv.props:
                     first_bad.setdefault(("step_property", name), (g, n))
-    for shared_high, own in sp.own(code >> SHIFT):  # the shared values alone change
+    row = rows[cid]
+    for sid, own in sp.own(code >> SHIFT):  # the shared values alone change
         added += 1
-        nk = cid | shared_high
-        n = index.get(nk)
-        if n is None:
-            n = index[nk] = len(codes)
-            codes.append(nk)
+        n = row[sid]
+        if n < 0:
+            n = row[sid] = len(codes)
+            codes.append(cid | (sid << SHIFT))
             parent.append(g)
         succ.append(n)
         if classify is not None:

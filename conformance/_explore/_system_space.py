@@ -74,14 +74,19 @@ class _Space:
         self._canon: dict[tuple[int, ...], int] = {}  # any instance tuple -> canonical number
         self.shareds: list[tuple[Value, ...]] = []
         self._sid: dict[tuple[Value, ...], int] = {}
+        # The visited set: per canonical number, per shared values' number, the number the
+        # search gave that configuration (-1: not reached yet). Indexing two lists, no hashing.
+        self.rows: list[list[int]] = []
+        self.row_width = 4
         # Per canonical number, per instance: its own step's outcome -> the successor's
-        # canonical number (the same step from the same instances, whatever the shared values).
+        # canonical number; one table per tuple of the other instances (``_steps_beside``).
         self.trans: list[list[dict[Any, int]]] = []
-        self._compiled: dict[int, _Compiled] = {}
+        self._beside: dict[Any, dict[Any, int]] = {}
+        self._compiled: dict[int, _Compiled] = {}  # (shared number << SHIFT) | instance id
         self._own: dict[int, tuple[tuple[int, Any], ...]] = {}
         self._sync_steps: dict[tuple[int, ...], Any] = {}
         # Equal sync move tuples are one object, so their combinations are cached by id.
-        self._syncs: dict[tuple[_Move, ...], tuple[_Move, ...]] = {}  # (shared number << SHIFT) | instance id
+        self._syncs: dict[tuple[_Move, ...], tuple[_Move, ...]] = {}
         self.fired: set[int] = set()  # id() of every machine transition some step took
         self.checked_shared: set[int] = set()  # shared values (numbers) domain-checked
         # (actor, trigger, params) -> a mask (``_liveness.system_classifier``): when set, every
@@ -128,9 +133,21 @@ class _Space:
                 if n > MASK:  # pragma: no cover - 4 billion instance tuples
                     raise MemoryError(f"{self.system.name}: over {MASK} instance tuples")
                 self.cids.append(best)
-                self.trans.append([{} for _ in best])
+                self.rows.append([-1] * self.row_width)
+                self.trans.append([self._steps_beside(best, i) for i in range(len(best))])
             self._canon[ids] = n
         return n
+
+    def _steps_beside(self, ids: tuple[int, ...], i: int) -> dict[Any, int]:
+        """Where instance ``i`` of ``ids`` goes by each outcome: a table shared by every
+        canonical tuple with the same other instances, as the canonical form of the result
+        depends on them alone (and, without symmetry, on the position ``i``)."""
+        rest = ids[:i] + ids[i + 1:]
+        key = rest if self.symmetry else (rest, i)
+        table = self._beside.get(key)
+        if table is None:
+            table = self._beside[key] = {}
+        return table
 
     def sid_of(self, shared: tuple[Value, ...]) -> int:
         """The number of the shared values ``shared``."""
@@ -138,6 +155,11 @@ class _Space:
         if n is None:
             n = self._sid[shared] = len(self.shareds)
             self.shareds.append(shared)
+            if n >= self.row_width:  # rare: each row doubles, in place
+                grow = [-1] * self.row_width
+                self.row_width *= 2
+                for row in self.rows:
+                    row.extend(grow)
         return n
 
     def code(self, ids: tuple[int, ...], shared: tuple[Value, ...]) -> int:
@@ -227,7 +249,7 @@ class _Space:
 
         Its own (non-sync) steps become one entry per distinct outcome, in first-seen order:
         (the instance's outcome, as :meth:`step_cid` takes it; the new shared values'
-        number, shifted to its place in a code). Beside them: how many labelled steps they
+        number). Beside them: how many labelled steps they
         stand for, and (for the liveness check) each entry's mask. Steps that
         differ only in a parameter no one reads (a fault's kind) cost one successor, and
         the discovery order, so the BFS ids and the shortest paths, stay those of the
@@ -266,19 +288,18 @@ class _Space:
             if mv.props:  # a finding: rare, so its slot is looked up, not kept for every move
                 bad.append((list(plain).index(out), mv))
         compiled = self._compiled[(sid << SHIFT) | c] = (
-            tuple((d if w is None else (d, w), self.sid_of(ns) << SHIFT) for d, w, ns in plain),
+            tuple((d if w is None else (d, w), self.sid_of(ns)) for d, w, ns in plain),
             tuple(bad), self._syncs.setdefault(tuple(syncs), tuple(syncs)), sum(plain.values()),
             tuple(masks.get(out, 0) for out in plain))
         return compiled
 
     def own(self, sid: int) -> tuple[tuple[int, Any], ...]:
         """The system's own steps under the shared values numbered ``sid`` (only the shared
-        values change): each as (the new values' number, shifted to its place in a code;
-        (transition, parameters))."""
+        values change): each as (the new values' number, (transition, parameters))."""
         got = self._own.get(sid)
         if got is None:
             got = self._own[sid] = tuple(
-                (self.sid_of(new_shared) << SHIFT, (t, p))
+                (self.sid_of(new_shared), (t, p))
                 for t, p, new_shared in self.shared_info(self.shareds[sid])[3])
         return got
 
