@@ -2,7 +2,8 @@
 
 The single query machine through the table explorer (the median of fresh searches), its
 liveness check on the same graph, SPIN's ``pan`` on the Promela export, and the
-``transitions`` oracle; then the query system, reduced by symmetry. Its own room: it
+``transitions`` oracle; then the query system, reduced by symmetry, and the floor under its
+seconds in CPython, timed on the graph it built (``_system_floor``). Its own room: it
 measures the model checkers, with no files and no implementation.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 from settled._bench_sizes import FULL, Say, Sizes, _rate, _ratio
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._explore._system import explore_system
+from settled.conformance._explore._system_floor import dedupe_floor
 from settled.conformance._liveness import check_machine
 from settled.model import Protocol, build_query_machine
 from settled.model.systems import build_query_system
@@ -56,8 +58,11 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
     system = build_query_system(queries=queries, workers=procs)
     say(f"explore: {system.meaning}, shared version and processes, reduced by symmetry")
     start = time.perf_counter()
-    result = explore_system(system)
+    result = explore_system(system, keep_graph=True)
     system_s = time.perf_counter() - start
+    say(f"explore: {result.states:,} states in {system_s:.1f}s; the floor under it, on its graph")
+    floor = dedupe_floor(result.graph)
+    result.graph = None
     return {"single_states": table.states, "single_states_per_second": rate,
             "vs_transitions_ratio": _ratio(rate, oracle_rate),
             "transitions_states_per_second": oracle_rate, "transitions_states": oracle.states,
@@ -72,6 +77,11 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
             "system_states_per_second": _rate(result.states, system_s),
             "system_seconds": round(system_s, 2), "system_complete": result.complete,
             "system_findings": len(result.findings),
+            "system_successor_entries": floor.entries,
+            "system_dedupe_floor_seconds": round(floor.dedupe_seconds, 2),
+            "system_floor_seconds": round(floor.floor_seconds, 2),
+            "system_seconds_over_floor": round(system_s / floor.floor_seconds, 2)
+            if floor.floor_seconds else 0.0,
             "independent_product": result.independent_product, **spin}
 
 

@@ -64,11 +64,16 @@ Progress = Callable[[int, int, float], None]
 
 def explore_system(system: System, *, symmetry: bool = True, max_states: int | None = None,
                    progress: Progress | None = None,
-                   classify: Callable[[str, str, Any], int] | None = None) -> SystemResult:
+                   classify: Callable[[str, str, Any], int] | None = None,
+                   keep_graph: bool = False) -> SystemResult:
     """Visit every reachable configuration of ``system`` (one canonical one per orbit).
-    ``classify``: keep the graph, each edge with the mask of its steps (``_liveness``)."""
+    ``classify``: keep the graph, each edge with the mask of its steps (``_liveness``);
+    ``keep_graph``: keep it without masks (the bench's floor, ``_system_floor``)."""
     with gc_paused():  # millions of live tuples: see _paused
-        return _explore_system(system, symmetry, max_states, progress, classify)
+        result = _explore_system(system, symmetry, max_states, progress, classify)
+    if classify is None and not keep_graph:
+        result.graph = None
+    return result
 
 
 def _explore_system(system: System, symmetry: bool, max_states: int | None,
@@ -119,8 +124,7 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
     return SystemResult(system.name, system.instances, len(sp.perms[0]) if sp.perms[0] else 0,
                         symmetry, visited, unreduced, edges, time.perf_counter() - t0, complete,
                         findings, lockstep_only=lockstep_only(system.unbreakable()),
-                        graph=None if classify is None else (
-                            sp, keys, parent, succ_start, succ, masks, visited))
+                        graph=(sp, keys, parent, succ_start, succ, masks, visited))
 
 
 class _Keys:

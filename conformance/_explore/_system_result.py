@@ -100,6 +100,7 @@ class SystemResult:
     # Properties no declared step can break: not passing, checked by lockstep only.
     lockstep_only: list[dict[str, Any]] = field(default_factory=list)
     # (space, keys, parent, succ_start, succ, edge masks, visited) when explored for liveness
+    # or with keep_graph (masks empty then)
     graph: Any = field(default=None, repr=False, compare=False)
 
     @property

@@ -84,7 +84,7 @@ class _Space:
         self._beside: dict[Any, dict[Any, int]] = {}
         self._compiled: dict[int, _Compiled] = {}  # (shared number << SHIFT) | instance id
         self._own: dict[int, tuple[tuple[int, Any], ...]] = {}
-        self._sync_steps: dict[tuple[int, ...], Any] = {}
+        self._grouped: dict[tuple[int, ...], Any] = {}
         # Equal sync move tuples are one object, so their combinations are cached by id.
         self._syncs: dict[tuple[_Move, ...], tuple[_Move, ...]] = {}
         self.fired: set[int] = set()  # id() of every machine transition some step took
@@ -309,7 +309,7 @@ class _Space:
         order, grouped by ``System.sync_groups`` (once per combination of the compiled
         move tuples): each as (trigger, parameters, parameter key, (instance, move)s)."""
         key = tuple(map(id, per))  # the compiled cache keeps each tuple, so ids are stable
-        got = self._sync_steps.get(key)
+        got = self._grouped.get(key)
         if got is None:
             move_of = {id(mv.step): mv for moves in per for mv in moves}
             steps = []
@@ -319,7 +319,7 @@ class _Space:
                 for params, group in self.system.sync_groups(trigger, choices):
                     moved = tuple((i, move_of[id(st)]) for i, st in group)
                     steps.append((trigger, params, moved[0][1].pkey, moved))
-            got = self._sync_steps[key] = tuple(steps)
+            got = self._grouped[key] = tuple(steps)
         return got
 
     def with_shared(self, c: int, values: tuple[Value, ...]) -> int:
