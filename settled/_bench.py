@@ -27,10 +27,9 @@ than either rate.
   the ``transitions`` oracle on the same model; then the query system (queries
   sharing the task's version and the worker processes), reduced by symmetry,
   with the number of concrete states the reduced ones stand for, and the floor
-  under its seconds in CPython on the graph it built: ``system_successor_entries``
-  deduplicated by a bare loop against a visited set like the search's, the
-  successors given (``system_dedupe_floor_seconds``), and the same loop with one
-  int-keyed dict hit per entry, the least a successor costs to produce
+  under its seconds in CPython, on the graph it built: its
+  ``system_successor_entries``, given, each produced by one int-keyed dict hit
+  and deduplicated against a visited set like the search's, in a bare loop
   (``system_floor_seconds``; ``system_seconds_over_floor`` = system_seconds /
   system_floor_seconds).
 
