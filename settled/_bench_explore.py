@@ -75,10 +75,10 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
             "system": system.meaning, "system_states": result.states,
             "system_states_unreduced": result.states_unreduced,
             "system_states_per_second": _rate(result.states, system_s),
-            "system_seconds": round(system_s, 2), "system_complete": result.complete,
+            "system_seconds": round(system_s, 4), "system_complete": result.complete,
             "system_findings": len(result.findings),
             "system_successor_entries": floor.entries,
-            "system_floor_seconds": round(floor.seconds, 2),
+            "system_floor_seconds": round(floor.seconds, 4),
             "system_seconds_over_floor": round(system_s / floor.seconds, 2)
             if floor.seconds else 0.0,
             "independent_product": result.independent_product, **spin}
