@@ -16,7 +16,7 @@ from typing import Any
 from settled._bench_sizes import FULL, Say, Sizes, _rate, _ratio
 from settled.conformance._explore import explore, explore_via_transitions
 from settled.conformance._explore._system import explore_system
-from settled.conformance._explore._system_floor import dedupe_floor
+from settled.conformance._explore._system_floor import search_floor
 from settled.conformance._liveness import check_machine
 from settled.model import Protocol, build_query_machine
 from settled.model.systems import build_query_system
@@ -61,7 +61,7 @@ def bench_explore(sizes: Sizes = FULL, say: Say = lambda _: None) -> dict[str, A
     result = explore_system(system, keep_graph=True)
     system_s = time.perf_counter() - start
     say(f"explore: {result.states:,} states in {system_s:.1f}s; the floor under it, on its graph")
-    floor = dedupe_floor(result.graph)
+    floor = search_floor(result.graph)
     result.graph = None
     return {"single_states": table.states, "single_states_per_second": rate,
             "vs_transitions_ratio": _ratio(rate, oracle_rate),

@@ -21,7 +21,7 @@ query system, 2 queries, 1 worker            2,122,764     2,703 MB        1,300
 query system, 2 queries, 2 workers           8,184,948    10,190 MB        1,300
 ledger                                             138        35 MB            -
 ledger system, 2 calls                           1,505        36 MB            -
-ledger system, 3 calls                          13,958        66 MB        2,400
+ledger system, 3 calls                          13,958        66 MB        2,300
 =========================================  ===========  ============  ===========
 
 A configuration not in the table is extrapolated from its neighbours: a query system

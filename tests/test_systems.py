@@ -285,10 +285,10 @@ def test_a_mutex_is_validated_when_built() -> None:
         explore_system(dataclasses.replace(system, sync=("crash_before_shown",)))
 
 
-def test_the_floor_loop_deduplicates_exactly_the_graphs_successor_entries() -> None:
+def test_the_floor_loop_runs_over_exactly_the_graphs_successor_entries() -> None:
     """The bench's floor under the system explorer runs over every successor entry the
     search produced and numbers each configuration they reach once, as the search did."""
-    from settled.conformance._explore._system_floor import dedupe_floor
+    from settled.conformance._explore._system_floor import search_floor
 
     system = build_query_system(queries=2, workers=1, max_epoch=1, max_task_version=1)
     assert explore_system(system).graph is None  # kept only when asked for
@@ -296,7 +296,11 @@ def test_the_floor_loop_deduplicates_exactly_the_graphs_successor_entries() -> N
     _sp, _keys, _parent, start, succ, masks, visited = result.graph
     assert visited == result.states and len(masks) == 0
     assert start[visited] == len(succ) > result.states
-    floor = dedupe_floor(result.graph)
+    floor = search_floor(result.graph)
     assert floor.entries == len(succ)
     assert floor.reached == len(set(succ))  # the configurations some step leads to
     assert floor.seconds > 0
+    from settled.conformance._liveness import check_system
+
+    with pytest.raises(ValueError, match="classify="):  # a graph kept without edge masks
+        check_system(result)

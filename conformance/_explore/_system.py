@@ -196,7 +196,7 @@ def _joint_steps(sp: _Space, g: int, syncs: list[tuple[_Move, ...]] | None,
     added = 0
     if syncs:
         ids, shared = sp.key(code)
-        for new_ids, new_shared, moves, _ in _sync(sp, ids, shared, syncs):
+        for new_ids, new_shared, moves in _sync(sp, ids, shared, syncs):
             added += 1
             nk = sp.code(new_ids, new_shared)
             row, sid = rows[nk & MASK], nk >> SHIFT

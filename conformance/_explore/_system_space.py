@@ -22,6 +22,7 @@ from settled.model import (
 
 SHIFT = 32  # a code: canonical instance tuple's number | (shared values' number << SHIFT)
 MASK = (1 << SHIFT) - 1
+GROUPED_MAX = 1 << 16  # sync step groupings cached at most (the query system uses ~9,000)
 
 
 class _Move:
@@ -41,7 +42,9 @@ class _Move:
 
 
 class _Space:
-    """Interned local configurations, their compiled moves, and the symmetry group."""
+    """Interned local configurations, their compiled moves, and the symmetry group; the
+    numbering of canonical instance tuples and shared values that codes are made of, the
+    search's visited set (``rows``) and its step tables (``trans``)."""
 
     def __init__(self, system: System, symmetry: bool) -> None:
         self.system = system
@@ -85,7 +88,7 @@ class _Space:
         self._compiled: dict[int, _Compiled] = {}  # (shared number << SHIFT) | instance id
         self._own: dict[int, tuple[tuple[int, Any], ...]] = {}
         self._grouped: dict[tuple[int, ...], Any] = {}
-        # Equal sync move tuples are one object, so their combinations are cached by id.
+        # Sync move tuples of the same moves are one object, so combinations are keyed by id.
         self._syncs: dict[tuple[_Move, ...], tuple[_Move, ...]] = {}
         self.fired: set[int] = set()  # id() of every machine transition some step took
         self.checked_shared: set[int] = set()  # shared values (numbers) domain-checked
@@ -319,6 +322,8 @@ class _Space:
                 for params, group in self.system.sync_groups(trigger, choices):
                     moved = tuple((i, move_of[id(st)]) for i, st in group)
                     steps.append((trigger, params, moved[0][1].pkey, moved))
+            if len(self._grouped) >= GROUPED_MAX:  # where combinations rarely repeat (a
+                self._grouped.clear()  # canonical tuple per state), memory stays bounded
             got = self._grouped[key] = tuple(steps)
         return got
 
@@ -371,8 +376,8 @@ def _arrangements(form: tuple[int, ...]) -> int:
     return out // math.factorial(run)
 
 
-# (instance ids, shared values, the moving instances' moves, the system's own step if it is one)
-_Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...], Any]
+# (instance ids, shared values, the moving instances' moves): a synchronised step's outcome
+_Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...]]
 # (outcomes, the step-property breakers among them, sync moves, labelled steps, masks)
 _Compiled = tuple[tuple[tuple[Any, int], ...], tuple[tuple[int, _Move], ...],
                   tuple[_Move, ...], int, tuple[int, ...]]
@@ -411,5 +416,5 @@ def _sync(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
             for j in range(len(ids)):
                 if j not in movers:
                     new[j] = sp.with_shared(ids[j], written)
-        out.append((tuple(new), new_shared, tuple(moves), None))
+        out.append((tuple(new), new_shared, tuple(moves)))
     return out

@@ -148,7 +148,7 @@ def check_system(result: Any, liveness: Liveness | None = None) -> LivenessResul
     """The progress properties of a system, on a result of ``explore_system(..., classify=)``."""
     from ...model.progress import liveness_of
 
-    if result.graph is None:
+    if result.graph is None or len(result.graph[5]) != len(result.graph[4]):  # no masks
         raise ValueError("check_system: explore the system with classify=system_classifier(...)")
     system = result.graph[0].system
     live = liveness or liveness_of(system)
