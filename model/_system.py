@@ -243,12 +243,12 @@ class System:
                                            for k, v in s.params.items()})
                 out.append((params, tuple(combo)))
             return out
-        keys: dict[tuple[tuple[str, Value], ...], Params] = {}
+        groups: dict[tuple[tuple[str, Value], ...], tuple[Params, list[tuple[int, Step]]]] = {}
         for c in choices:
-            for _i, s in c:
-                keys.setdefault(tuple(sorted(s.params.items())), s.params)
-        return [(params, tuple((i, s) for c in choices for i, s in c if s.params == params))
-                for _key, params in sorted(keys.items(), key=lambda kv: repr(kv[0]))]
+            for i, s in c:
+                groups.setdefault(tuple(sorted(s.params.items())), (s.params, []))[1].append((i, s))
+        return [(params, tuple(moves))
+                for _key, (params, moves) in sorted(groups.items(), key=lambda kv: repr(kv[0]))]
 
     def held_back_any(self, c: Config, trigger: str, params: Params) -> bool:
         """:meth:`held_back` for a sync step's parameters; a ``per_instance`` trigger's are the

@@ -54,7 +54,7 @@ from ._system_result import (
     label,
     replay_system,
 )
-from ._system_space import MASK, SHIFT, _Move, _Space, _sync
+from ._system_space import MASK, SHIFT, SYNC_BITS, _Move, _Space, _sync
 
 __all__ = ["GENERATOR", "Progress", "SystemCounterexample", "SystemFinding", "SystemResult",
            "SystemTraceStep", "explore_system", "label", "replay_system"]
@@ -102,8 +102,8 @@ def _explore_system(system: System, symmetry: bool, max_states: int | None,
         _check_config(system, sp, ids, code >> SHIFT, g, first_bad, domains)
         start = len(succ)
         succ_start.append(start)
-        added, syncs = _instance_steps(sp, g, code, codes, parent, succ, masks, first_bad)
-        edges += added + _joint_steps(sp, g, syncs, codes, parent, succ, masks, first_bad)
+        added, skey = _instance_steps(sp, g, code, codes, parent, succ, masks, first_bad)
+        edges += added + _joint_steps(sp, g, skey, codes, parent, succ, masks, first_bad)
         if start == len(succ) and not all(sp.terminal[i] for i in ids):
             first_bad.setdefault(("deadlock", "deadlock"), (g, None))
         g += 1
@@ -146,20 +146,18 @@ class _Keys:
 def _instance_steps(sp: _Space, g: int, code: int, codes: array[int],
                     parent: array[int], succ: array[int], masks: array[int],
                     first_bad: dict[tuple[str, str], tuple[int, int | None]]
-                    ) -> tuple[int, list[tuple[_Move, ...]] | None]:
+                    ) -> tuple[int, int]:
     """Each instance's own steps out of state ``g`` (``System.enabled``'s local steps on
     interned ids, compiled per shared value), added to the graph: the number of edges they
-    stand for, and each instance's sync moves (None when no instance has one), left to
-    :func:`_joint_steps`."""
+    stand for, and the key of the instances' sync moves (0 when no instance has one,
+    :meth:`_Space.sync_steps`), left to :func:`_joint_steps`."""
     cid, high = code & MASK, code & ~MASK
     ids, trans_of = sp.cids[cid], sp.trans[cid]
     compiled, classify, rows = sp._compiled, sp.classify, sp.rows
-    edges = 0
-    syncs: list[tuple[_Move, ...]] = []
-    any_sync = False
+    edges = skey = 0
     for i, c in enumerate(ids):
-        plain, bad, sync_moves, count, mks = (compiled.get(high | c)
-                                              or sp.compiled(c, code >> SHIFT))
+        plain, bad, sync_no, count, mks = (compiled.get(high | c)
+                                           or sp.compiled(c, code >> SHIFT))
         trans = trans_of[i]
         start = len(succ)
         for out, sid in plain:
@@ -179,31 +177,29 @@ def _instance_steps(sp: _Space, g: int, code: int, codes: array[int],
         for k, mv in bad:
             for name in mv.props:
                 first_bad.setdefault(("step_property", name), (g, succ[start + k]))
-        syncs.append(sync_moves)
-        if sync_moves:
-            any_sync = True
-    return edges, syncs if any_sync else None
+        skey = (skey << SYNC_BITS) | sync_no
+    return edges, skey
 
 
-def _joint_steps(sp: _Space, g: int, syncs: list[tuple[_Move, ...]] | None,
+def _joint_steps(sp: _Space, g: int, skey: int,
                  codes: array[int], parent: array[int], succ: array[int], masks: array[int],
                  first_bad: dict[tuple[str, str], tuple[int, int | None]]) -> int:
-    """The synchronised steps (``syncs``: each instance's sync moves) and the system's own
-    steps out of state ``g``, added to the graph; the number of edges they add."""
+    """The synchronised steps (``skey``: the key of the instances' sync moves) and the
+    system's own steps out of state ``g``, added to the graph; the number of edges they add."""
     code = codes[g]
     cid = code & MASK
     classify, rows = sp.classify, sp.rows
     added = 0
-    if syncs:
-        ids, shared = sp.key(code)
-        for new_ids, new_shared, moves in _sync(sp, ids, shared, syncs):
+    if skey:
+        cid_of = sp.cid_of
+        for new_ids, sid, moves in _sync(sp, sp.cids[cid], code >> SHIFT, skey):
             added += 1
-            nk = sp.code(new_ids, new_shared)
-            row, sid = rows[nk & MASK], nk >> SHIFT
+            nc = cid_of(new_ids)
+            row = rows[nc]
             n = row[sid]
             if n < 0:
                 n = row[sid] = len(codes)
-                codes.append(nk)
+                codes.append(nc | (sid << SHIFT))
                 parent.append(g)
             succ.append(n)
             if classify is not None:

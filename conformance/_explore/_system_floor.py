@@ -44,7 +44,7 @@ def search_floor(graph: Any) -> Floor:
     table = {k: k for k in range(64)}  # a step table's size: a few outcomes per tuple
     get = table.get
     with gc_paused():
-        rows = [[-1] * sp.row_width for _ in sp.cids]
+        rows = [array("q", [-1] * sp.row_width) for _ in sp.cids]
         out: array[int] = array("q")
         count = 0
         start = time.perf_counter()

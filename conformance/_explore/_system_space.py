@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from array import array
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,7 +23,9 @@ from settled.model import (
 
 SHIFT = 32  # a code: canonical instance tuple's number | (shared values' number << SHIFT)
 MASK = (1 << SHIFT) - 1
-GROUPED_MAX = 1 << 16  # sync step groupings cached at most (the query system uses ~9,000)
+SYNC_BITS = 24  # a digit of a sync combination's key: one instance's sync moves' number
+SYNC_MASK = (1 << SYNC_BITS) - 1
+GROUPED_MAX = 1 << 20  # sync groupings cached at most (the 2-query, 2-worker system: 552,692)
 
 
 class _Move:
@@ -79,17 +82,23 @@ class _Space:
         self._sid: dict[tuple[Value, ...], int] = {}
         # The visited set: per canonical number, per shared values' number, the number the
         # search gave that configuration (-1: not reached yet). Indexing two lists, no hashing.
-        self.rows: list[list[int]] = []
+        self.rows: list[array[int]] = []
         self.row_width = 4
+        self._blank = array("q", [-1] * self.row_width)
         # Per canonical number, per instance: its own step's outcome -> the successor's
         # canonical number; one table per tuple of the other instances (``_steps_beside``).
-        self.trans: list[list[dict[Any, int]]] = []
-        self._beside: dict[Any, dict[Any, int]] = {}
+        self.trans: list[list[dict[int, int]]] = []
+        self._beside: dict[Any, dict[int, int]] = {}
         self._compiled: dict[int, _Compiled] = {}  # (shared number << SHIFT) | instance id
         self._own: dict[int, tuple[tuple[int, Any], ...]] = {}
-        self._grouped: dict[tuple[int, ...], Any] = {}
-        # Sync move tuples of the same moves are one object, so combinations are keyed by id.
-        self._syncs: dict[tuple[_Move, ...], tuple[_Move, ...]] = {}
+        self._grouped: dict[int, tuple[_Joint, ...]] = {}
+        self._refined: dict[tuple[int, str, Any], int] = {}
+        self._outcome: dict[tuple[int, tuple[Value, ...]], int] = {}
+        self._outcomes: list[tuple[int, tuple[Value, ...]]] = []
+        # Sync move tuples of the same moves have one number (the empty tuple 0); the
+        # instances' numbers, SYNC_BITS each, make the key of their combination.
+        self._sync_no: dict[tuple[_Move, ...], int] = {(): 0}
+        self.sync_moves: list[tuple[_Move, ...]] = [()]
         self.fired: set[int] = set()  # id() of every machine transition some step took
         self.checked_shared: set[int] = set()  # shared values (numbers) domain-checked
         # (actor, trigger, params) -> a mask (``_liveness.system_classifier``): when set, every
@@ -136,12 +145,12 @@ class _Space:
                 if n > MASK:  # pragma: no cover - 4 billion instance tuples
                     raise MemoryError(f"{self.system.name}: over {MASK} instance tuples")
                 self.cids.append(best)
-                self.rows.append([-1] * self.row_width)
+                self.rows.append(self._blank[:])
                 self.trans.append([self._steps_beside(best, i) for i in range(len(best))])
             self._canon[ids] = n
         return n
 
-    def _steps_beside(self, ids: tuple[int, ...], i: int) -> dict[Any, int]:
+    def _steps_beside(self, ids: tuple[int, ...], i: int) -> dict[int, int]:
         """Where instance ``i`` of ``ids`` goes by each outcome: a table shared by every
         canonical tuple with the same other instances, as the canonical form of the result
         depends on them alone (and, without symmetry, on the position ``i``)."""
@@ -159,8 +168,9 @@ class _Space:
             n = self._sid[shared] = len(self.shareds)
             self.shareds.append(shared)
             if n >= self.row_width:  # rare: each row doubles, in place
-                grow = [-1] * self.row_width
+                grow = self._blank[:]
                 self.row_width *= 2
+                self._blank = grow * 2
                 for row in self.rows:
                     row.extend(grow)
         return n
@@ -173,12 +183,22 @@ class _Space:
         """The representative a code stands for, as (instance ids, shared values)."""
         return (self.cids[code & MASK], self.shareds[code >> SHIFT])
 
-    def step_cid(self, ids: tuple[int, ...], i: int, out: Any) -> int:
+    def outcome(self, dest: int, write: tuple[Value, ...]) -> int:
+        """An instance's move to ``dest`` that writes the shared machine variables ``write``
+        into every instance, as one negative int (a step table's key hashes as an int)."""
+        n = self._outcome.get((dest, write))
+        if n is None:
+            n = self._outcome[(dest, write)] = -1 - len(self._outcomes)
+            self._outcomes.append((dest, write))
+        return n
+
+    def step_cid(self, ids: tuple[int, ...], i: int, out: int) -> int:
         """The canonical number after instance ``i`` of ``ids`` moves to ``out``: its new
-        id, or (its new id, the shared machine variables it wrote into every instance)."""
-        if isinstance(out, int):
+        id, or (negative, :meth:`outcome`) its new id and the shared machine variables it
+        wrote into every instance."""
+        if out >= 0:
             return self.cid_of((*ids[:i], out, *ids[i + 1:]))
-        dest, write = out
+        dest, write = self._outcomes[-1 - out]
         return self.cid_of(tuple(dest if j == i else self.with_shared(x, write)
                                  for j, x in enumerate(ids)))
 
@@ -291,10 +311,20 @@ class _Space:
             if mv.props:  # a finding: rare, so its slot is looked up, not kept for every move
                 bad.append((list(plain).index(out), mv))
         compiled = self._compiled[(sid << SHIFT) | c] = (
-            tuple((d if w is None else (d, w), self.sid_of(ns)) for d, w, ns in plain),
-            tuple(bad), self._syncs.setdefault(tuple(syncs), tuple(syncs)), sum(plain.values()),
+            tuple((d if w is None else self.outcome(d, w), self.sid_of(ns)) for d, w, ns in plain),
+            tuple(bad), self.sync_no(tuple(syncs)), sum(plain.values()),
             tuple(masks.get(out, 0) for out in plain))
         return compiled
+
+    def sync_no(self, moves: tuple[_Move, ...]) -> int:
+        """The number of an instance's sync moves (0: none), a digit of a combination's key."""
+        n = self._sync_no.get(moves)
+        if n is None:
+            n = self._sync_no[moves] = len(self.sync_moves)
+            if n >> SYNC_BITS:  # pragma: no cover - 16 million distinct tuples of sync moves
+                raise MemoryError(f"{self.system.name}: over {1 << SYNC_BITS} tuples of sync moves")
+            self.sync_moves.append(moves)
+        return n
 
     def own(self, sid: int) -> tuple[tuple[int, Any], ...]:
         """The system's own steps under the shared values numbered ``sid`` (only the shared
@@ -306,14 +336,17 @@ class _Space:
                 for t, p, new_shared in self.shared_info(self.shareds[sid])[3])
         return got
 
-    def sync_steps(self, per: list[tuple[_Move, ...]]
-                   ) -> tuple[tuple[str, Any, Any, tuple[tuple[int, _Move], ...]], ...]:
-        """The sync steps the instances' sync moves ``per`` make, in ``System.enabled``'s
-        order, grouped by ``System.sync_groups`` (once per combination of the compiled
-        move tuples): each as (trigger, parameters, parameter key, (instance, move)s)."""
-        key = tuple(map(id, per))  # the compiled cache keeps each tuple, so ids are stable
+    def sync_steps(self, key: int) -> tuple[_Joint, ...]:
+        """The sync steps the instances' sync moves make (``key``: their numbers, the first
+        instance's in the highest digit), in ``System.enabled``'s order, grouped by
+        ``System.sync_groups`` (once per combination): each as (trigger, parameters, the
+        first mover's parameter key, the whole parameters' key, (instance, move)s, the
+        instances that do not move)."""
         got = self._grouped.get(key)
         if got is None:
+            n = self.system.instances
+            per = [self.sync_moves[(key >> (SYNC_BITS * (n - 1 - i))) & SYNC_MASK]
+                   for i in range(n)]
             move_of = {id(mv.step): mv for moves in per for mv in moves}
             steps = []
             for trigger in self.system.sync:
@@ -321,11 +354,28 @@ class _Space:
                            for i, moves in enumerate(per)]
                 for params, group in self.system.sync_groups(trigger, choices):
                     moved = tuple((i, move_of[id(st)]) for i, st in group)
-                    steps.append((trigger, params, moved[0][1].pkey, moved))
+                    movers = {i for i, _ in moved}
+                    steps.append((trigger, params, moved[0][1].pkey,
+                                  tuple(sorted(params.items())), moved,
+                                  tuple(j for j in range(len(per)) if j not in movers)))
             if len(self._grouped) >= GROUPED_MAX:  # where combinations rarely repeat (a
-                self._grouped.clear()  # canonical tuple per state), memory stays bounded
+                # canonical tuple per state), memory stays bounded: the older half goes
+                for old in list(itertools.islice(self._grouped, GROUPED_MAX // 2)):
+                    del self._grouped[old]
             got = self._grouped[key] = tuple(steps)
         return got
+
+    def refined_sid(self, sid: int, trigger: str, params: Any, fkey: Any) -> int:
+        """The number of the shared values after sync step ``trigger`` with ``params`` (its
+        key ``fkey``) from those numbered ``sid`` (``System.refined``); -1 when the
+        refinement refuses it."""
+        key = (sid, trigger, fkey)
+        n = self._refined.get(key)
+        if n is None:
+            shared = self.shareds[sid]
+            new = self.system.refined(trigger, params, self.shared_info(shared)[0], shared)
+            n = self._refined[key] = -1 if new is None else self.sid_of(new)
+        return n
 
     def with_shared(self, c: int, values: tuple[Value, ...]) -> int:
         key = (c, values)
@@ -376,45 +426,55 @@ def _arrangements(form: tuple[int, ...]) -> int:
     return out // math.factorial(run)
 
 
-# (instance ids, shared values, the moving instances' moves): a synchronised step's outcome
-_Succ = tuple[tuple[int, ...], tuple[Value, ...], tuple[tuple[int, _Move], ...]]
-# (outcomes, the step-property breakers among them, sync moves, labelled steps, masks)
-_Compiled = tuple[tuple[tuple[Any, int], ...], tuple[tuple[int, _Move], ...],
-                  tuple[_Move, ...], int, tuple[int, ...]]
+# (instance ids, shared values' number, the moving instances' moves): a synchronised
+# step's outcome
+_Succ = tuple[tuple[int, ...], int, tuple[tuple[int, _Move], ...]]
+# (outcomes, the step-property breakers among them, the sync moves' number, labelled
+# steps, masks)
+_Compiled = tuple[tuple[tuple[int, int], ...], tuple[tuple[int, _Move], ...],
+                  int, int, tuple[int, ...]]
+# (trigger, parameters, first mover's parameter key, parameters' key, movers, the rest)
+_Joint = tuple[str, Any, Any, Any, tuple[tuple[int, _Move], ...], tuple[int, ...]]
 
 
-def _sync(sp: _Space, ids: tuple[int, ...], shared: tuple[Value, ...],
-          per: list[tuple[_Move, ...]]) -> list[_Succ]:
-    """The synchronised steps from each instance's sync moves (``per``, in instance order,
-    each a tuple the compiled cache keeps); the system's own steps follow them
-    (:meth:`_Space.own`)."""
+def _sync(sp: _Space, ids: tuple[int, ...], sid: int, key: int) -> list[_Succ]:
+    """The synchronised steps from the instances' sync moves (``key``, see
+    :meth:`_Space.sync_steps`) under the shared values numbered ``sid``; the system's own
+    steps follow them (:meth:`_Space.own`)."""
     sys = sp.system
-    sv = sp.shared_info(shared)[0]
     out: list[_Succ] = []
-    steps = sp.sync_steps(per)
-    for trigger, params, pkey, moves in steps:
-        movers = {i for i, _ in moves}
-        if any(sp.held_back(c, trigger, params, pkey) for j, c in enumerate(ids) if j not in movers):
-            continue
-        if sys.mutex is not None:  # as System._apply, first: a sync step may not move the lock
-            sys.locked(SystemConfig(tuple(sp.configs[c] for c in ids), shared),
-                        tuple((i, mv.step) for i, mv in moves), trigger)
-        new_shared = sys.refined(trigger, params, sv, shared)
-        if new_shared is None:
-            continue
-        new = list(ids)
-        written = None
-        for i, mv in moves:
-            new[i] = mv.dest
-            if mv.write is not None:
-                if written is not None and written != mv.write:
-                    raise DeclarationError(
-                        f"{sys.name}: sync step {trigger!r} writes the shared variables "
-                        f"{list(sys.shared)} differently on two instances; make the effects agree")
-                written = mv.write
-        if written is not None:
-            for j in range(len(ids)):
-                if j not in movers:
-                    new[j] = sp.with_shared(ids[j], written)
-        out.append((tuple(new), new_shared, tuple(moves)))
+    held_back = sp.held_back
+    for trigger, params, pkey, fkey, moves, rest in sp.sync_steps(key):
+        for j in rest:
+            if held_back(ids[j], trigger, params, pkey):
+                break
+        else:
+            _joint(sp, sys, ids, sid, trigger, params, fkey, moves, rest, out)
     return out
+
+
+def _joint(sp: _Space, sys: System, ids: tuple[int, ...], sid: int, trigger: str, params: Any,
+           fkey: Any, moves: tuple[tuple[int, _Move], ...], rest: tuple[int, ...],
+           out: list[_Succ]) -> None:
+    """One synchronised step no other instance holds back, added to ``out`` unless the
+    system's refinement refuses it."""
+    if sys.mutex is not None:  # as System._apply, first: a sync step may not move the lock
+        sys.locked(SystemConfig(tuple(sp.configs[c] for c in ids), sp.shareds[sid]),
+                   tuple((i, mv.step) for i, mv in moves), trigger)
+    new_sid = sp.refined_sid(sid, trigger, params, fkey)
+    if new_sid < 0:
+        return
+    new = list(ids)
+    written = None
+    for i, mv in moves:
+        new[i] = mv.dest
+        if mv.write is not None:
+            if written is not None and written != mv.write:
+                raise DeclarationError(
+                    f"{sys.name}: sync step {trigger!r} writes the shared variables "
+                    f"{list(sys.shared)} differently on two instances; make the effects agree")
+            written = mv.write
+    if written is not None:
+        for j in rest:
+            new[j] = sp.with_shared(ids[j], written)
+    out.append((tuple(new), new_sid, moves))
