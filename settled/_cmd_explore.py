@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from settled._bounds import DEFAULTS, Bounds, MaxEpoch, MaxTaskVersion
 from settled._output import emit
 from settled._paths import OutputPathError, writable_dir, writable_file
 from settled.conformance._explore import ExploreResult, explore
@@ -26,16 +27,17 @@ from settled.model.systems import (
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
-def machine_for(name: str, workers: int | None) -> Protocol:
-    """The named machine at the given bounds; a clear error for an unknown name."""
+def machine_for(name: str, workers: int | None, bounds: Bounds = DEFAULTS) -> Protocol:
+    """The named machine at the given workers and bounds; a clear error for an unknown name."""
     if name not in MACHINES:
         err.print(f"unknown model {name!r}; choose one of {sorted(MACHINES)}")
         raise typer.Exit(2)
-    if name == "query" and workers is not None:
-        if workers < 1:
+    bounds.check(name)
+    if name == "query" and (workers is not None or bounds.kwargs()):
+        if workers is not None and workers < 1:
             err.print(f"--workers must be at least 1, got {workers}")
             raise typer.Exit(2)
-        return build_query_machine(workers=workers)
+        return build_query_machine(workers=2 if workers is None else workers, **bounds.kwargs())
     return MACHINES[name]
 
 
@@ -80,6 +82,15 @@ def report_text(result: ExploreResult) -> None:
                   if result.ok else f"{len(result.findings)} finding(s)")
 
 
+def _bounds_text(bounds: Bounds, model: str, instances: int) -> None:
+    """The model's bounds, said when the command line set one."""
+    if bounds.kwargs():
+        got = ", ".join(f"{k} {v}" for k, v in bounds.effective(model, instances).items())
+        Console(highlight=False, soft_wrap=True, markup=False).print(
+            f"bounds: {got} (asked: {bounds.options()}; at lower bounds fewer states and "
+            "transitions are reachable, and an unreached one says so)")
+
+
 def lockstep_only_text(out: Console, props: list[dict[str, object]]) -> None:
     """Properties exploring cannot fail, said as such rather than counted as passing."""
     for prop in props:
@@ -107,6 +118,8 @@ def explore_command(
                            "bounds, with SPIN's hash factor and a coverage estimate.")] = False,
     stock: Annotated[int | None, typer.Option(
         help="Units of stock (the approval system, with --queries N > 1).")] = None,
+    max_epoch: MaxEpoch = None,
+    max_task_version: MaxTaskVersion = None,
 ) -> None:
     """Explore every reachable state; exit 0 only when nothing is found.
 
@@ -116,6 +129,7 @@ def explore_command(
     and the search is reduced by symmetry; the report gives both the reduced and the
     unreduced state counts."""
     _check_bounds(queries, workers)
+    bounds = Bounds(max_epoch, max_task_version).check(model)
     if engine not in ("ours", "spin"):
         err.print(f"--engine {engine!r}: choose ours or spin")
         raise typer.Exit(2)
@@ -133,7 +147,7 @@ def explore_command(
         from settled._cmd_spin import _explore_spin
 
         _explore_spin(model, queries, workers, as_json, itf, graph, max_states,
-                      _check_cores(cores), bitstate, stock)
+                      _check_cores(cores), bitstate, stock, bounds)
         return
     _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
@@ -141,11 +155,12 @@ def explore_command(
         err.print(f"--stock {stock}: only the approval system (--queries N > 1) has stock "
                   "(0 or more)")
         raise typer.Exit(2)
-    memory = _check_memory(model, queries, workers, max_states)
+    memory = _check_memory(model, queries, workers, max_states, bounds)
     if queries > 1:
-        _explore_system(model, queries, workers, as_json, itf, graph, max_states, memory, stock)
+        _explore_system(model, queries, workers, as_json, itf, graph, max_states, memory, stock,
+                        bounds)
         return
-    protocol = machine_for(model, workers)
+    protocol = machine_for(model, workers, bounds)
     with Progress(not as_json) as progress:
         result = explore(protocol, instances=queries, max_states=max_states, progress=progress)
     live = check_machine(result)  # the progress properties, on the same graph
@@ -155,10 +170,12 @@ def explore_command(
     if graph is not None:
         graph.write_text(json.dumps(result.graph_json(), sort_keys=True) + "\n", encoding="utf-8")
     if as_json:
-        emit({**result.to_json(), "progress": live.to_json(), "memory_estimate": memory},
+        emit({**result.to_json(), "progress": live.to_json(), "memory_estimate": memory,
+              "model_bounds": bounds.effective(model, 1)},
              exit_code(bool(result.findings or live.violated), result.complete))
     else:
         report_text(result)
+        _bounds_text(bounds, model, 1)
         Console(highlight=False, soft_wrap=True, markup=False).print(live.text())
     raise typer.Exit(exit_code(bool(result.findings or live.violated), result.complete))
 
@@ -200,7 +217,7 @@ def _check_bounds(queries: int, workers: int | None) -> None:
     if queries > MAX_QUERIES:
         err.print(f"--queries {queries} is over the maximum {MAX_QUERIES}: each query multiplies "
                   "the space by thousands of states (two queries with two workers are already "
-                  "about 2.7 million states and 1 GB); use at most 3")
+                  "8.2 million states under symmetry and 10 GB); use at most 3")
         raise typer.Exit(2)
     if workers is not None and workers > MAX_WORKERS:
         err.print(f"--workers {workers} is over the maximum {MAX_WORKERS}: each worker multiplies "
@@ -226,19 +243,22 @@ def _check_cores(cores: int | None) -> int:
 
 
 def _check_memory(model: str, queries: int, workers: int | None,
-                  max_states: int | None) -> dict[str, object] | None:
+                  max_states: int | None, bounds: Bounds = DEFAULTS) -> dict[str, object] | None:
     """Say how much memory the run will take; refuse one that cannot fit (exit 2)."""
     from settled._memory import estimate
 
     if model not in MACHINES:
         return None  # the unknown name is reported by the command itself
-    guess = estimate(model, queries, workers, max_states)
+    guess = estimate(model, queries, workers, max_states,
+                     bounds=(bounds.max_epoch, bounds.max_task_version))
+    at = f" at {bounds.options()}" if bounds.kwargs() else ""
     if guess is None:
-        err.print(f"estimate: none, no measured run of {model} with {queries} instance(s) "
+        err.print(f"estimate: none, no measured run of {model} with {queries} instance(s){at} "
                   "(see settled/_memory.py); --max-states N bounds the run")
         return None
     what = f"{model}" + (f" with --queries {queries}" if queries > 1 else "") + (
-        f" --workers {workers}" if workers is not None else "")
+        f" --workers {workers}" if workers is not None else "") + (
+        f" {bounds.options()}" if bounds.kwargs() else "")
     if not guess.fits:
         err.print(f"{what} needs {guess.text()}; lower --queries or --workers, or stop early "
                   "with --max-states N")
@@ -260,7 +280,8 @@ def _check_outputs(itf: Path | None, graph: Path | None) -> None:
 
 def _explore_system(model: str, queries: int, workers: int | None, as_json: bool,
                     itf: Path | None, graph: Path | None, max_states: int | None,
-                    memory: dict[str, object] | None = None, stock: int | None = None) -> None:
+                    memory: dict[str, object] | None = None, stock: int | None = None,
+                    bounds: Bounds = DEFAULTS) -> None:
     if model not in SYSTEMS:
         err.print(f"unknown model {model!r}; choose one of {sorted(SYSTEMS)}")
         raise typer.Exit(2)
@@ -269,7 +290,7 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
         raise typer.Exit(2)
     from settled._cmd_spin_system import system_for
 
-    system = system_for(model, queries, workers, stock)
+    system = system_for(model, queries, workers, stock, bounds)
     from settled.model.progress import liveness_of
 
     declared = liveness_of(system)
@@ -285,9 +306,11 @@ def _explore_system(model: str, queries: int, workers: int | None, as_json: bool
                 meta = {"property": f.name, "kind": f.kind, "rules": list(f.rules)}
                 write_itf(itf / f.file_name, f.counterexample.to_itf(meta))
     if as_json:
-        emit({**result.to_json(), "progress": live.to_json(), "memory_estimate": memory},
+        emit({**result.to_json(), "progress": live.to_json(), "memory_estimate": memory,
+              "model_bounds": bounds.effective(model, queries)},
              exit_code(bool(result.findings or live.violated), result.complete))
     else:
+        _bounds_text(bounds, model, queries)
         out = Console(highlight=False, soft_wrap=True)
         out.print(f"{result.system} ({system.meaning}): {result.states:,} states explored, "
                   f"standing for {result.states_unreduced:,} without symmetry reduction; "

@@ -15,9 +15,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from settled._bounds import Bounds, MaxEpoch, MaxTaskVersion
 from settled._output import emit
 from settled._paths import OutputPathError, writable_file
-from settled.model import MACHINES, System
+from settled.model import MACHINES, Protocol, System
 from settled.model.systems import SYSTEMS
 
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -37,6 +38,8 @@ def export_command(
     workers: Annotated[int | None, typer.Option(
         help="Worker processes (the query system).")] = None,
     stock: Annotated[int | None, typer.Option(help="Units of stock (the approval system).")] = None,
+    max_epoch: MaxEpoch = None,
+    max_task_version: MaxTaskVersion = None,
 ) -> None:
     """Write the machine (or, with --queries N, the system) as a Promela model or a Quint
     module; exit 2 for an unknown machine, no or two formats, or an unwritable path, 3 when
@@ -49,10 +52,11 @@ def export_command(
                   if not promela else "settled export: choose one format, not both")
         raise typer.Exit(2)
     fmt = "promela" if promela else "quint"
+    bounds = Bounds(max_epoch, max_task_version)
     if queries > 1 or (model in SYSTEMS and (workers is not None or stock is not None)):
         from settled._cmd_spin_system import export_system, system_for
 
-        system = system_for(model, queries, workers, stock)
+        system = system_for(model, queries, workers, stock, bounds)
         if out is not None:
             try:
                 writable_file(out)
@@ -74,13 +78,16 @@ def export_command(
         except OutputPathError as e:
             err.print(str(e))
             raise typer.Exit(2) from None
+    from settled._cmd_explore import machine_for
+
+    protocol = machine_for(model, None, bounds.check(model))
     if quint:
-        _export_quint(model, out, as_json)
+        _export_quint(model, protocol, out, as_json)
         return
     from settled.conformance._explore._promela import ExportError, render_machine
 
     try:
-        rendered = render_machine(MACHINES[model])
+        rendered = render_machine(protocol)
     except ExportError as e:
         err.print(f"cannot export {model}: {e}")
         raise typer.Exit(3) from None
@@ -97,12 +104,12 @@ def export_command(
                   f"{len(rendered.checks)} checks)")
 
 
-def _export_quint(model: str, out: Path | None, as_json: bool) -> None:
+def _export_quint(model: str, protocol: Protocol, out: Path | None, as_json: bool) -> None:
     """The Quint module of a machine (see :func:`_write_quint`)."""
     from settled.conformance._explore._quint import ExportError, render_module
 
     try:
-        rendered = render_module(MACHINES[model])
+        rendered = render_module(protocol)
     except ExportError as e:
         err.print(f"cannot export {model}: {e}")
         raise typer.Exit(3) from None

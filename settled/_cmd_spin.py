@@ -10,6 +10,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from settled._bounds import DEFAULTS, Bounds
 from settled._cmd_explore import INCOMPLETE, _check_outputs, _check_usage, err, machine_for
 from settled._output import emit
 from settled.conformance._explore import explore
@@ -20,7 +21,7 @@ from settled.conformance._liveness import check_machine
 def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
                   itf: Path | None, graph: Path | None, max_states: int | None,
                   cores: int = 1, bitstate: bool = False,
-                  stock: int | None = None) -> None:
+                  stock: int | None = None, bounds: Bounds = DEFAULTS) -> None:
     """Both engines on one machine, side by side: the safety checks and every progress
     property under the declared fairness (LTL). Exit 1 on any finding or disagreement, 3
     when SPIN is missing or fails (one line naming the Debian package) or left a search or
@@ -35,13 +36,13 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
     if queries > 1 or stock is not None:
         from settled._cmd_spin_system import explore_system_spin, system_for
 
-        system = system_for(model, queries, workers, stock)
+        system = system_for(model, queries, workers, stock, bounds)
         _check_outputs(itf, None)
         explore_system_spin(system, as_json, itf, cores, bitstate)
         return
     _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
-    both = _machine_both(model, workers, cores, bitstate)
+    both = _machine_both(model, workers, cores, bitstate, bounds)
     if itf is not None:
         itf.mkdir(exist_ok=True)
         for f in both.found:
@@ -88,7 +89,8 @@ class _MachineBoth:
         return 1 if failed else (INCOMPLETE if unchecked else 0)
 
 
-def _machine_both(model: str, workers: int | None, cores: int, bitstate: bool) -> _MachineBoth:
+def _machine_both(model: str, workers: int | None, cores: int, bitstate: bool,
+                  bounds: Bounds = DEFAULTS) -> _MachineBoth:
     from settled.conformance._explore._promela import (
         ExportError,
         SpinFailed,
@@ -104,7 +106,7 @@ def _machine_both(model: str, workers: int | None, cores: int, bitstate: bool) -
 
     try:
         tools()
-        protocol = machine_for(model, workers)
+        protocol = machine_for(model, workers, bounds)
         rendered = render_machine(protocol)
         ours = explore(protocol)
         spin = run_spin(rendered, cores=cores, bitstate=bitstate)

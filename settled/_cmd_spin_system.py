@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from settled._bounds import DEFAULTS, Bounds
 from settled._output import emit
 from settled.conformance._itf import write_itf
 from settled.model import System
@@ -31,11 +32,14 @@ INCOMPLETE = 3
 OURS_UNREDUCED_CAP = 3_000_000
 
 
-def system_for(model: str, queries: int, workers: int | None, stock: int | None) -> System:
-    """The named system at the given sizes; a one-line error (exit 2) for what does not fit."""
+def system_for(model: str, queries: int, workers: int | None, stock: int | None,
+               bounds: Bounds = DEFAULTS) -> System:
+    """The named system at the given sizes and bounds; a one-line error (exit 2) for what
+    does not fit."""
     if model not in SYSTEMS:
         err.print(f"unknown system {model!r}; choose one of {sorted(SYSTEMS)}")
         raise typer.Exit(2)
+    bounds.check(model)
     if workers is not None and (model != "query" or workers < 1):
         err.print(f"--workers {workers}: only the query system has worker processes (at least 1)")
         raise typer.Exit(2)
@@ -43,7 +47,7 @@ def system_for(model: str, queries: int, workers: int | None, stock: int | None)
         err.print(f"--stock {stock}: only the approval system has stock (0 or more)")
         raise typer.Exit(2)
     if model == "query":
-        return build_query_system(queries=queries, workers=workers or 1)
+        return build_query_system(queries=queries, workers=workers or 1, **bounds.kwargs())
     if model == "approval":
         return build_approval_system(calls=queries, stock=1 if stock is None else stock)
     return build_ledger_system(calls=queries)

@@ -19,10 +19,16 @@ approval system, 2 calls                        27,165        68 MB        1,300
 approval system, 3 calls                     1,599,429     2,321 MB        1,500
 query system, 2 queries, 1 worker            2,122,764     2,703 MB        1,300
 query system, 2 queries, 2 workers           8,184,948    10,190 MB        1,300
+query system, 3 queries, 2 workers,
+  lease epoch 1, task version 1             12,315,834    15,273 MB        1,300
 ledger                                             138        35 MB            -
 ledger system, 2 calls                           1,505        36 MB            -
 ledger system, 3 calls                          13,958        66 MB        2,300
 =========================================  ===========  ============  ===========
+
+The query model at other bounds than its defaults (``--max-epoch``, ``--max-task-version``)
+is estimated only where measured (``MEASURED_AT_BOUNDS``: the row at lease epoch 1, task
+version 1); elsewhere the estimate says it has none.
 
 A configuration not in the table is extrapolated from its neighbours: a query system
 with other than two workers is the two-worker system scaled by the single machine's
@@ -53,6 +59,10 @@ MEASURED: dict[tuple[str, int, int | None], int] = {
     ("ledger", 1, None): 138, ("ledger", 2, None): 1_505, ("ledger", 3, None): 13_958,
 }
 DEFAULT_WORKERS = 2
+# Measured at other bounds. Keys: (model, instances, workers, max epoch, max task version).
+MEASURED_AT_BOUNDS: dict[tuple[str, int, int, int, int], int] = {
+    ("query", 3, 2, 1, 1): 12_315_834,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +127,13 @@ class Unmeasured(LookupError):
 
 
 def estimate(model: str, instances: int, workers: int | None,
-             max_states: int | None = None, limit: int | None = None) -> Estimate | None:
-    """The estimate, or None when nothing measured stands behind one (said, not guessed)."""
+             max_states: int | None = None, limit: int | None = None,
+             bounds: tuple[int | None, int | None] = (None, None)) -> Estimate | None:
+    """The estimate, or None when nothing measured stands behind one (said, not guessed).
+    ``bounds``: the query model's (max epoch, max task version) asked for, None each for
+    its default; a space at other bounds is estimated only where it was measured."""
     try:
-        count, measured = states(model, instances, workers)
+        count, measured = _at_bounds(model, instances, workers, bounds)
     except (Unmeasured, KeyError):
         return None
     if max_states is not None and max_states < count:
@@ -128,3 +141,23 @@ def estimate(model: str, instances: int, workers: int | None,
     per_state = SINGLE_BYTES_PER_STATE if instances == 1 else SYSTEM_BYTES_PER_STATE
     return Estimate(count, BASE_BYTES + count * per_state, measured,
                     machine_limit() if limit is None else limit)
+
+
+def _at_bounds(model: str, instances: int, workers: int | None,
+               bounds: tuple[int | None, int | None]) -> tuple[int, bool]:
+    """:func:`states` at the asked bounds: the defaults' figure, or a measured one."""
+    if bounds == (None, None):
+        return states(model, instances, workers)
+    from settled._bounds import Bounds
+
+    asked = Bounds(*bounds)
+    got = asked.effective(model, instances)
+    epoch, version = got["max_epoch"], got["max_task_version"]
+    if got == Bounds().effective(model, instances):
+        return states(model, instances, workers)
+    w = workers or (1 if instances > 1 else DEFAULT_WORKERS)
+    key = (model, instances, w, epoch, version)
+    if key in MEASURED_AT_BOUNDS:
+        return MEASURED_AT_BOUNDS[key], True
+    raise Unmeasured(f"no measured run of {model} at max epoch {epoch}, max task version "
+                     f"{version}")
