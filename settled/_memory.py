@@ -18,7 +18,7 @@ approval                                           271        37 MB            -
 approval system, 2 calls                        27,165        68 MB        1,300
 approval system, 3 calls                     1,599,429     2,321 MB        1,500
 query system, 2 queries, 1 worker            2,122,764     2,703 MB        1,300
-query system, 2 queries, 2 workers           8,184,948    10,190 MB        1,300
+query system, 2 queries, 2 workers           8,184,948     9,949 MB        1,300
 query system, 3 queries, 2 workers,
   lease epoch 1, task version 1             12,315,834    15,273 MB        1,300
 ledger                                             138        35 MB            -
