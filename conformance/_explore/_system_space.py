@@ -81,7 +81,8 @@ class _Space:
         self.shareds: list[tuple[Value, ...]] = []
         self._sid: dict[tuple[Value, ...], int] = {}
         # The visited set: per canonical number, per shared values' number, the number the
-        # search gave that configuration (-1: not reached yet). Indexing two lists, no hashing.
+        # search gave that configuration (-1: not reached yet). Indexing a list, then an array
+        # (8 bytes an entry, not tracked by the cyclic collector), no hashing.
         self.rows: list[array[int]] = []
         self.row_width = 4
         self._blank = array("q", [-1] * self.row_width)
