@@ -11,7 +11,14 @@ import typer
 from rich.console import Console
 
 from settled._bounds import DEFAULTS, Bounds
-from settled._cmd_explore import INCOMPLETE, _check_outputs, _check_usage, err, machine_for
+from settled._cmd_explore import (
+    INCOMPLETE,
+    _bounds_text,
+    _check_outputs,
+    _check_usage,
+    err,
+    machine_for,
+)
 from settled._output import emit
 from settled.conformance._explore import explore
 from settled.conformance._itf import write_itf
@@ -38,7 +45,8 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
 
         system = system_for(model, queries, workers, stock, bounds)
         _check_outputs(itf, None)
-        explore_system_spin(system, as_json, itf, cores, bitstate)
+        explore_system_spin(system, as_json, itf, cores, bitstate,
+                            bounds.effective(model, queries), bool(bounds.kwargs()))
         return
     _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)
@@ -49,7 +57,8 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
             if f.counterexample is not None:
                 write_itf(itf / f"spin-{f.file_name}", f.counterexample.to_itf())
     if as_json:
-        emit({"model": model, "engine": "spin", **both.agreement.to_json(),
+        emit({"model": model, "engine": "spin", "model_bounds": bounds.effective(model, 1),
+              **both.agreement.to_json(),
               "spin_seconds": both.spin.seconds,
               "spin_compile_seconds": both.spin.compile_seconds,
               "spin_compiler": both.spin.compiler,
@@ -61,6 +70,7 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
               "progress": [p.to_json() for p in both.progress]}, both.code)
         raise typer.Exit(both.code)
     _machine_text(model, both)
+    _bounds_text(bounds, model, 1)
     raise typer.Exit(both.code)
 
 
@@ -109,7 +119,7 @@ def _machine_both(model: str, workers: int | None, cores: int, bitstate: bool,
         protocol = machine_for(model, workers, bounds)
         rendered = render_machine(protocol)
         ours = explore(protocol)
-        spin = run_spin(rendered, cores=cores, bitstate=bitstate)
+        spin = run_spin(rendered, cores=cores, bitstate=bitstate, expected_states=ours.states)
         declared = liveness_of(protocol)
         ours_live = check_machine(ours, declared)
         progress = compare_progress(rendered, ours_live, declared)
@@ -175,6 +185,8 @@ def _spin_search(spin: object) -> dict[str, object]:
                               "progress_search": "exhaustive, one core (pan -a)"}
     if spin.cores > 1:
         doc.update(handoff_depth=spin.handoff_depth, core_states=list(spin.core_states))
+    if spin.table_bits is not None:  # pan's -w, sized from the states our explorer reached
+        doc.update(table_bits=spin.table_bits)
     if spin.bitstate:
         cov = spin.coverage_estimate
         doc.update(hash_bits=spin.hash_bits, bits_per_state=spin.bits_per_state,

@@ -116,6 +116,7 @@ def _run_both(system: System, cores: int, bitstate: bool) -> _Both:
     safety search (``cores``, ``bitstate``) and one exhaustive single-core acceptance-cycle
     search per progress property. SPIN missing or failing, or a declaration the renderer
     cannot write, is a one-line error (exit 3)."""
+    from settled._memory import machine_limit
     from settled.conformance._explore._promela import (
         ExportError,
         SpinFailed,
@@ -140,7 +141,10 @@ def _run_both(system: System, cores: int, bitstate: bool) -> _Both:
         ours = explore_system(system, symmetry=False, classify=system_classifier(declared),
                               max_states=OURS_UNREDUCED_CAP)
         live = check_system(ours, declared)
-        spin = run_spin(rendered, cores=cores, bitstate=bitstate)
+        # pan's hash table sized from our count when our search ended (else its default,
+        # 2**24 slots), and its memory limit this machine's (80 % of it), not 4 GB
+        spin = run_spin(rendered, cores=cores, bitstate=bitstate, memory_mb=machine_limit() >> 20,
+                        expected_states=ours.states if ours.complete else None)
         found = system_findings(system, rendered, spin)
         progress = compare_system_progress(rendered, system, live, declared)
     except (SpinUnavailable, SpinFailed, ExportError) as e:
@@ -154,7 +158,8 @@ def _run_both(system: System, cores: int, bitstate: bool) -> _Both:
 
 
 def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: int = 1,
-                        bitstate: bool = False) -> None:
+                        bitstate: bool = False, model_bounds: dict[str, int] | None = None,
+                        bounds_asked: bool = False) -> None:
     """Both engines on one system, side by side: the safety checks (states, steps and
     findings) and every progress property under the declared fairness (LTL, pan -a), SPIN's
     verdict beside ours. Exit 1 on a finding, a violated property or a disagreement; 3 when
@@ -164,7 +169,10 @@ def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: 
     if itf is not None:
         _write_itf(itf, both)
     if as_json:
-        _emit_json(both)
+        _emit_json(both, model_bounds or {})
+    if bounds_asked and model_bounds:
+        Console(highlight=False, soft_wrap=True, markup=False).print(
+            "bounds: " + ", ".join(f"{k} {v}" for k, v in model_bounds.items()))
     _print_text(both)
     raise typer.Exit(both.code)
 
@@ -186,6 +194,8 @@ def _search(both: _Both) -> dict[str, Any]:
     doc: dict[str, Any] = {"cores": spin.cores, "bitstate": spin.bitstate,
                            "counts_are_lower_bounds": spin.bitstate,
                            "progress_search": "exhaustive, one core (pan -a), every property"}
+    if spin.table_bits is not None:  # pan's -w, sized from the states our explorer reached
+        doc["table_bits"] = spin.table_bits
     if not both.compared:
         doc["not_compared"] = (
             "a bitstate or multi-core SPIN search: its counts and findings are SPIN's alone "
@@ -197,9 +207,10 @@ def _search(both: _Both) -> dict[str, Any]:
     return doc
 
 
-def _emit_json(both: _Both) -> None:
+def _emit_json(both: _Both, model_bounds: dict[str, int]) -> None:
     s, spin, ours = both.system, both.spin, both.ours
     emit({"model": s.name, "system": True, "instances": s.instances, "meaning": s.meaning,
+          "model_bounds": model_bounds,
           "engine": "spin", **both.agreement.to_json(), "compared": both.compared,
           "spin_seconds": spin.seconds, "spin_compile_seconds": spin.compile_seconds,
           "spin_compiler": spin.compiler,

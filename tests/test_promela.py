@@ -428,3 +428,20 @@ def test_tcc_and_gcc_build_pans_that_count_the_same() -> None:
     assert (quick.stored, quick.transitions, quick.errors) == (
         slow.stored, slow.transitions, slow.errors)
     assert compare(explore(LEDGER), quick).agree
+
+
+def test_an_exhaustive_search_sizes_pans_hash_table_from_the_states_expected() -> None:
+    """pan's -w: twice the states expected, within 2^18..2^28 slots; pan's own report says
+    the table it used, and the counts are the same as at its default 2^24."""
+    from settled.conformance._explore._spin_run import TABLE_BITS, table_bits
+
+    assert table_bits(0) == table_bits(1_000) == TABLE_BITS[0] == 18
+    assert table_bits(3_000_000) == 23 and table_bits(32_514_552) == 26
+    assert table_bits(10**12) == TABLE_BITS[1] == 28
+    assert all(2**table_bits(n) >= 2 * n for n in (131_073, 5_000_000, 100_000_000))
+    need_spin()
+    sized = run_spin(render_machine(LEDGER), expected_states=138)
+    default = run_spin(render_machine(LEDGER))
+    assert sized.table_bits == 18 and "hash table (-w18)" in sized.raw
+    assert default.table_bits is None and "hash table (-w24)" in default.raw
+    assert (sized.states, sized.steps) == (default.states, default.steps) == (138, default.steps)

@@ -125,3 +125,5 @@ def test_export_and_explore_spin_name_the_system_and_its_sizes() -> None:
     assert done.returncode == 0, report
     assert report["progress"] and all(p["ours"] == p["spin"] == "holds" and p["agree"]
                                       for p in report["progress"]), report["progress"]
+    # pan's hash table was sized from our count (a few thousand states: the smallest table)
+    assert report["spin_search"]["table_bits"] == 18 and report["model_bounds"] == {}

@@ -65,6 +65,7 @@ class SpinResult:
     handoff_depth: int | None = None  # multi-core: pan's -z
     core_states: tuple[int, ...] = ()  # multi-core: states each core stored (pan's %g figure)
     hash_bits: int | None = None  # bitstate: the hash array holds 2**hash_bits bits (-w)
+    table_bits: int | None = None  # exhaustive, sized: pan's hash table has 2**table_bits slots
     bits_per_state: int | None = None  # bitstate: pan's -k
 
     @property
@@ -164,7 +165,8 @@ def _keep_only(k: int) -> Callable[[re.Match[str]], str]:
 
 def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
              memory_mb: int = 4096, trails: bool = True, optimize: str = "-O0",
-             hash_bits: int = HASH_BITS, compiler: str | None = None) -> SpinResult:
+             hash_bits: int = HASH_BITS, compiler: str | None = None,
+             expected_states: int | None = None) -> SpinResult:
     """Explore ``model`` with pan, every error counted (``-c0``), then one shortest trail per
     failing check, replayed and mapped to our labels.
 
@@ -179,6 +181,8 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
     lock and may store a state twice, so its counts would bound nothing (ValueError). The
     trails always come from a single-core breadth-first search of the one failing check
     (bitstate too when ``bitstate``), so they are shortest whatever the search was.
+    ``expected_states`` sizes an exhaustive search's hash table (pan's ``-w``, at least
+    twice the slots, :func:`table_bits`); without it pan keeps its default, 2**24 slots.
 
     ``compiler`` is the C compiler for ``pan`` (:func:`tools`: by default ``$CC``, else
     tcc, else cc) and ``optimize`` its flag: gcc ``-O0`` compiles the query machine's
@@ -200,8 +204,11 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
         compile_s = pan.build(counting, flags)
         # the depth-first stack of a multi-core run takes -m entries of memory (53 MB here)
         args = ["./pan", "-c0", "-m1000000" if cores > 1 else "-m10000000"]
+        sized = None if bitstate or expected_states is None else table_bits(expected_states)
         if bitstate:
             args.append(f"-w{hash_bits}")
+        elif sized is not None:
+            args.append(f"-w{sized}")
         t0 = time.perf_counter()
         done = pan.run(args)
         seconds = time.perf_counter() - t0
@@ -216,8 +223,20 @@ def run_spin(model: PromelaModel, *, bitstate: bool = False, cores: int = 1,
         if trails:
             for f in found:
                 f.steps = pan.trail(model, f, [*base, "-DBFS"], args[3:])
-    return _result(model, out, found, seconds, compile_s, done.stderr, bitstate, cores,
-                   hash_bits, Path(pan.cc).name)
+    got = _result(model, out, found, seconds, compile_s, done.stderr, bitstate, cores,
+                  hash_bits, Path(pan.cc).name)
+    got.table_bits = sized
+    return got
+
+
+TABLE_BITS = (18, 28)  # an exhaustive search's hash table: 2**18 slots (2 MB) to 2**28 (2 GB)
+
+
+def table_bits(states: int) -> int:
+    """pan's ``-w`` for an exhaustive search of about ``states`` states: the power of two at
+    least twice that, within :data:`TABLE_BITS` (pan's default is 24)."""
+    low, high = TABLE_BITS
+    return min(high, max(low, (2 * max(1, states) - 1).bit_length()))
 
 
 def _check_search(bitstate: bool, cores: int, hash_bits: int) -> None:
