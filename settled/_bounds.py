@@ -56,9 +56,20 @@ class Bounds:
         return {k: int(params[k].default) for k in ("max_epoch", "max_task_version")
                 } | self.kwargs()
 
+    def line(self, model: str, instances: int) -> str | None:
+        """The bounds used, in a line, when the command line set one."""
+        if not self.kwargs():
+            return None
+        got = ", ".join(f"{k} {v}" for k, v in self.effective(model, instances).items())
+        return (f"model bounds: {got} (asked: {self.options()}; a state or step only other "
+                "bounds reach is not explored here, and is reported unreached or unfired)")
+
     def check(self, model: str) -> Bounds:
-        """Refuse (exit 2) a bound on a model that has none."""
-        if self.kwargs() and model != "query":
+        """Refuse (exit 2) a bound on a known model that has none (an unknown name is the
+        command's to report)."""
+        from settled.model import MACHINES
+
+        if self.kwargs() and model != "query" and model in MACHINES:
             err.print(f"{self.options()}: only the query model has a lease epoch and a task "
                       "version; drop the option")
             raise typer.Exit(2)

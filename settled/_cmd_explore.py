@@ -84,11 +84,9 @@ def report_text(result: ExploreResult) -> None:
 
 def _bounds_text(bounds: Bounds, model: str, instances: int) -> None:
     """The model's bounds, said when the command line set one."""
-    if bounds.kwargs():
-        got = ", ".join(f"{k} {v}" for k, v in bounds.effective(model, instances).items())
-        Console(highlight=False, soft_wrap=True, markup=False).print(
-            f"bounds: {got} (asked: {bounds.options()}; at lower bounds fewer states and "
-            "transitions are reachable, and an unreached one says so)")
+    line = bounds.line(model, instances)
+    if line is not None:
+        Console(highlight=False, soft_wrap=True, markup=False).print(line)
 
 
 def lockstep_only_text(out: Console, props: list[dict[str, object]]) -> None:
@@ -244,24 +242,33 @@ def _check_cores(cores: int | None) -> int:
 
 def _check_memory(model: str, queries: int, workers: int | None,
                   max_states: int | None, bounds: Bounds = DEFAULTS) -> dict[str, object] | None:
-    """Say how much memory the run will take; refuse one that cannot fit (exit 2)."""
+    """Say how much memory the run will take; refuse one that cannot fit (exit 2), and, at
+    bounds of the query model's own, one that nothing measured shows to fit, unless
+    ``--max-states`` caps it."""
     from settled._memory import estimate
 
     if model not in MACHINES:
         return None  # the unknown name is reported by the command itself
     guess = estimate(model, queries, workers, max_states,
                      bounds=(bounds.max_epoch, bounds.max_task_version))
-    at = f" at {bounds.options()}" if bounds.kwargs() else ""
-    if guess is None:
-        err.print(f"estimate: none, no measured run of {model} with {queries} instance(s){at} "
-                  "(see settled/_memory.py); --max-states N bounds the run")
-        return None
     what = f"{model}" + (f" with --queries {queries}" if queries > 1 else "") + (
         f" --workers {workers}" if workers is not None else "") + (
         f" {bounds.options()}" if bounds.kwargs() else "")
-    if not guess.fits:
+    if guess is None and bounds.kwargs():
+        err.print(f"{what}: no measured run at these bounds and none to bound it (one above "
+                  "its default, one below); cap the run with --max-states N")
+        raise typer.Exit(2)
+    if guess is None:
+        err.print(f"estimate: none, no measured run of {model} with {queries} instance(s) "
+                  "(see settled/_memory.py); --max-states N bounds the run")
+        return None
+    if guess.cannot_fit:
         err.print(f"{what} needs {guess.text()}; lower --queries or --workers, or stop early "
                   "with --max-states N")
+        raise typer.Exit(2)
+    if not guess.fits:
+        err.print(f"{what}: nothing measured shows it fits (at the default bounds: "
+                  f"{guess.text()}); cap the run with --max-states N")
         raise typer.Exit(2)
     err.print(f"estimate: {guess.text()}")
     return guess.to_json()

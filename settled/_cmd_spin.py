@@ -14,6 +14,7 @@ from settled._bounds import DEFAULTS, Bounds
 from settled._cmd_explore import (
     INCOMPLETE,
     _bounds_text,
+    _check_memory,
     _check_outputs,
     _check_usage,
     err,
@@ -40,13 +41,15 @@ def _explore_spin(model: str, queries: int, workers: int | None, as_json: bool,
         err.print("--engine spin explores the whole space and writes no graph; drop --graph "
                   "and --max-states")
         raise typer.Exit(2)
+    if bounds.kwargs():  # bounds of the user's own: run only what is known to fit
+        _check_memory(model, queries, workers, None, bounds)
     if queries > 1 or stock is not None:
         from settled._cmd_spin_system import explore_system_spin, system_for
 
         system = system_for(model, queries, workers, stock, bounds)
         _check_outputs(itf, None)
         explore_system_spin(system, as_json, itf, cores, bitstate,
-                            bounds.effective(model, queries), bool(bounds.kwargs()))
+                            bounds.effective(model, queries), bounds.line(model, queries))
         return
     _check_usage(model, queries, workers, graph)
     _check_outputs(itf, graph)

@@ -7,6 +7,7 @@ A system is named as ``settled explore`` names it: the model's name with ``--que
 
 from __future__ import annotations
 
+import resource
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,8 +143,11 @@ def _run_both(system: System, cores: int, bitstate: bool) -> _Both:
                               max_states=OURS_UNREDUCED_CAP)
         live = check_system(ours, declared)
         # pan's hash table sized from our count when our search ended (else its default,
-        # 2**24 slots), and its memory limit this machine's (80 % of it), not 4 GB
-        spin = run_spin(rendered, cores=cores, bitstate=bitstate, memory_mb=machine_limit() >> 20,
+        # 2**24 slots); its memory limit what this machine allows (80 % of it) less what this
+        # process has held at most (our graph is still alive), not a fixed 4 GB
+        held = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10  # Linux: KiB
+        spin = run_spin(rendered, cores=cores, bitstate=bitstate,
+                        memory_mb=max(1024, (machine_limit() - held) >> 20),
                         expected_states=ours.states if ours.complete else None)
         found = system_findings(system, rendered, spin)
         progress = compare_system_progress(rendered, system, live, declared)
@@ -159,7 +163,7 @@ def _run_both(system: System, cores: int, bitstate: bool) -> _Both:
 
 def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: int = 1,
                         bitstate: bool = False, model_bounds: dict[str, int] | None = None,
-                        bounds_asked: bool = False) -> None:
+                        bounds_line: str | None = None) -> None:
     """Both engines on one system, side by side: the safety checks (states, steps and
     findings) and every progress property under the declared fairness (LTL, pan -a), SPIN's
     verdict beside ours. Exit 1 on a finding, a violated property or a disagreement; 3 when
@@ -170,10 +174,7 @@ def explore_system_spin(system: System, as_json: bool, itf: Path | None, cores: 
         _write_itf(itf, both)
     if as_json:
         _emit_json(both, model_bounds or {})
-    if bounds_asked and model_bounds:
-        Console(highlight=False, soft_wrap=True, markup=False).print(
-            "bounds: " + ", ".join(f"{k} {v}" for k, v in model_bounds.items()))
-    _print_text(both)
+    _print_text(both, bounds_line)
     raise typer.Exit(both.code)
 
 
@@ -223,7 +224,7 @@ def _emit_json(both: _Both, model_bounds: dict[str, int]) -> None:
     raise typer.Exit(both.code)
 
 
-def _print_text(both: _Both) -> None:
+def _print_text(both: _Both, bounds_line: str | None = None) -> None:
     out = Console(highlight=False, soft_wrap=True, markup=False)
     s, ours, spin, agreement = both.system, both.ours, both.spin, both.agreement
     out.print(f"{s.name} ({s.meaning}), without symmetry reduction:")
@@ -253,6 +254,8 @@ def _print_text(both: _Both) -> None:
         out.print(f"ours only: {f.kind} {f.name}: {f.text}")
     out.print(f"checked by our explorer alone (SPIN has no such check): traps, unreached states "
               f"and unfired transitions, {len(both.ours_only)} found")
+    if bounds_line is not None:
+        out.print(bounds_line)
 
 
 def _print_progress(out: Console, both: _Both) -> None:

@@ -27,8 +27,11 @@ ledger system, 3 calls                          13,958        66 MB        2,300
 =========================================  ===========  ============  ===========
 
 The query model at other bounds than its defaults (``--max-epoch``, ``--max-task-version``)
-is estimated only where measured (``MEASURED_AT_BOUNDS``: the row at lease epoch 1, task
-version 1); elsewhere the estimate says it has none.
+is estimated exactly only where measured (``MEASURED_AT_BOUNDS``: the row at lease epoch 1,
+task version 1, its state count measured). Elsewhere the defaults' figure bounds it: from
+above when every bound is at or below its default, from below when every bound is at or
+above; with one above and one below, nothing does. ``settled explore`` runs only what is
+known to fit, unless ``--max-states`` caps it.
 
 A configuration not in the table is extrapolated from its neighbours: a query system
 with other than two workers is the two-worker system scaled by the single machine's
@@ -71,19 +74,26 @@ class Estimate:
     bytes: int
     measured: bool  # False: extrapolated from measured neighbours
     limit: int  # the most this machine can give: 80 % of its physical memory
+    bound: str = ""  # "at most" / "at least": a figure for a larger / smaller space than asked
 
     @property
     def fits(self) -> bool:
-        return self.bytes <= self.limit
+        """The run is known to fit: its figure fits and is not a lower bound."""
+        return self.bytes <= self.limit and self.bound != "at least"
+
+    @property
+    def cannot_fit(self) -> bool:
+        """The run is known not to fit: its figure does not and is not an upper bound."""
+        return self.bytes > self.limit and self.bound != "at most"
 
     def text(self) -> str:
         how = "measured" if self.measured else "extrapolated from measured runs"
-        return (f"about {self.states:,} states and {_size(self.bytes)} of memory ({how}); "
-                f"this machine allows {_size(self.limit)}")
+        return (f"{self.bound or 'about'} {self.states:,} states and {_size(self.bytes)} of "
+                f"memory ({how}); this machine allows {_size(self.limit)}")
 
     def to_json(self) -> dict[str, object]:
         return {"states": self.states, "bytes": self.bytes, "measured": self.measured,
-                "limit_bytes": self.limit}
+                "limit_bytes": self.limit, "bound": self.bound or "about"}
 
 
 def _size(n: int) -> str:
@@ -131,33 +141,42 @@ def estimate(model: str, instances: int, workers: int | None,
              bounds: tuple[int | None, int | None] = (None, None)) -> Estimate | None:
     """The estimate, or None when nothing measured stands behind one (said, not guessed).
     ``bounds``: the query model's (max epoch, max task version) asked for, None each for
-    its default; a space at other bounds is estimated only where it was measured."""
+    its default. At other bounds a measured row is exact; else, with every bound at or
+    below the defaults, the defaults' figure is an upper bound ("at most"); at or above, a
+    lower bound ("at least"); both ways, none. ``max_states`` caps the run: the estimate
+    is then at most that many states."""
     try:
-        count, measured = _at_bounds(model, instances, workers, bounds)
+        count, measured, bound = _at_bounds(model, instances, workers, bounds)
     except (Unmeasured, KeyError):
-        return None
-    if max_states is not None and max_states < count:
-        count, measured = max_states, True
+        if max_states is None or bounds == (None, None):
+            return None
+        count, measured, bound = max_states, True, "at most"  # nothing known but the cap
+    if max_states is not None and (max_states < count or bound == "at least"):
+        count, measured, bound = max_states, True, "" if max_states < count else "at most"
     per_state = SINGLE_BYTES_PER_STATE if instances == 1 else SYSTEM_BYTES_PER_STATE
     return Estimate(count, BASE_BYTES + count * per_state, measured,
-                    machine_limit() if limit is None else limit)
+                    machine_limit() if limit is None else limit, bound)
 
 
 def _at_bounds(model: str, instances: int, workers: int | None,
-               bounds: tuple[int | None, int | None]) -> tuple[int, bool]:
-    """:func:`states` at the asked bounds: the defaults' figure, or a measured one."""
+               bounds: tuple[int | None, int | None]) -> tuple[int, bool, str]:
+    """:func:`states` at the asked bounds, with what the figure is: "" (the space's own),
+    "at most" or "at least" (the defaults' figure, for a smaller or a larger space)."""
     if bounds == (None, None):
-        return states(model, instances, workers)
+        return (*states(model, instances, workers), "")
     from settled._bounds import Bounds
 
-    asked = Bounds(*bounds)
-    got = asked.effective(model, instances)
-    epoch, version = got["max_epoch"], got["max_task_version"]
-    if got == Bounds().effective(model, instances):
-        return states(model, instances, workers)
+    got = Bounds(*bounds).effective(model, instances)
+    default = Bounds().effective(model, instances)
+    if got == default:
+        return (*states(model, instances, workers), "")
     w = workers or (1 if instances > 1 else DEFAULT_WORKERS)
-    key = (model, instances, w, epoch, version)
+    key = (model, instances, w, got["max_epoch"], got["max_task_version"])
     if key in MEASURED_AT_BOUNDS:
-        return MEASURED_AT_BOUNDS[key], True
-    raise Unmeasured(f"no measured run of {model} at max epoch {epoch}, max task version "
-                     f"{version}")
+        return MEASURED_AT_BOUNDS[key], True, ""
+    if all(got[k] <= default[k] for k in got):
+        return (*states(model, instances, workers), "at most")
+    if all(got[k] >= default[k] for k in got):
+        return (*states(model, instances, workers), "at least")
+    raise Unmeasured(f"no measured run of {model} at {got}, one bound above its default and "
+                     "one below")

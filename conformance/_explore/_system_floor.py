@@ -7,7 +7,7 @@ instance's distinct outcomes, one per synchronised step and one per system step)
 advance, each produced by one hit in a small dict (64 int keys: the cost of one lookup in a
 step table, ``_Space.trans``, which holds a few outcomes per tuple), looked up in a fresh
 visited set of the search's own structure (a row per canonical instance tuple, indexed by
-the shared values' number: two list indexings, no hashing), numbered when new, appended to
+the shared values' number: a list indexing, then an array one, no hashing), numbered when new, appended to
 an edge array. No guard, no canonical form, no step is computed. It is a floor for this
 design's work per entry, not for every conceivable search; the search's own seconds also
 hold what follows it (the trap and orbit passes over the whole graph).
